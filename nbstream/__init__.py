@@ -1,0 +1,19 @@
+"""nbstream: stream language-model output into Jupyter notebooks.
+
+Generation runs on a worker thread, text is coalesced in the kernel and sent
+at a bounded rate by one pump thread, and the browser renders once per
+animation frame, so neither the kernel nor the page freezes.
+
+    from nbstream import ChatWidget
+    chat = ChatWidget()            # embedded SmolLM2-135M-Instruct, offline
+    chat                           # shows the widget
+    reply = chat.send("Hello")     # returns at once
+    reply.wait()                   # the answer
+"""
+
+from ._version import __version__
+from .reply import Reply, ReplyError
+from .stream import Limits
+from .widget import ChatWidget
+
+__all__ = ["ChatWidget", "Limits", "Reply", "ReplyError", "__version__"]

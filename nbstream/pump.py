@@ -1,0 +1,204 @@
+"""The pump: the one thread that sends to the browser.
+
+One pump serves every widget in the kernel. Each widget registers a
+:class:`Channel` (its streams plus two callbacks: ``send_delta`` and
+``publish``). The pump thread sleeps on a condition until the earliest moment
+something is due (a stream's next flush, a time limit) or until woken (a first
+piece, a status change, a stop, a view asking for a resync), then, outside its
+lock, sends what is due in order.
+
+Why one thread: sending from one place keeps deltas and state updates of a
+widget in order, keeps the total message rate under one budget (Jupyter's
+server drops IOPub messages above ``iopub_msg_rate_limit``, 1000/s by default,
+counted over all comms), and lets the budget be shared fairly: the flush
+interval of every stream is ``max(interval, active_streams / max_rate)``, so
+8 streams at the default 25/s each stay at 200 messages/s, and more streams
+get proportionally longer intervals rather than more messages.
+
+Rhythm (leading edge + bounded rate, as in tqdm and rich.live): the first
+piece of a stream is sent at once, because time to first token is what makes
+streaming feel fast; after that a stream flushes at most once per interval,
+and all text that arrived in between travels as one delta. A stream that ends
+is settled at once, its unsent tail carried by the final state.
+
+The pump never waits for the browser, so it behaves the same with no view
+attached (nbclient, nbval) or while the kernel's main thread is busy.
+``Pump(start=False)`` plus :meth:`Pump.step` drive it with a fake clock.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from .stream import Clock, Delta, Stream
+
+log = logging.getLogger("nbstream.pump")
+
+#: default flush interval per stream, seconds (25 messages/s)
+DEFAULT_INTERVAL = 0.04
+#: default budget of messages per second for all widgets together
+DEFAULT_MAX_RATE = 200.0
+
+
+@dataclass(eq=False)
+class Channel:
+    """A widget as the pump sees it. Mutable fields are guarded by the pump's lock."""
+
+    send_delta: Callable[[Delta], None]
+    publish: Callable[[], None]
+    interval: float = DEFAULT_INTERVAL
+    streams: list[Stream] = field(default_factory=list)
+    dirty: bool = False
+    closed: bool = False
+    #: figures: messages sent through this channel
+    deltas_sent: int = 0
+    publishes: int = 0
+    delta_bytes: int = 0
+
+
+class Pump:
+    """Sends deltas and state updates for all channels (see module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock = time.monotonic,
+        max_rate: float = DEFAULT_MAX_RATE,
+        start: bool = True,
+    ) -> None:
+        self.clock = clock
+        self.max_rate = max_rate
+        self._cond = threading.Condition()
+        self._channels: list[Channel] = []
+        self._stopping = False
+        self._woken = False
+        self._thread: threading.Thread | None = None
+        if start:
+            self._thread = threading.Thread(target=self._run, name="nbstream-pump", daemon=True)
+            self._thread.start()
+
+    # ---------------------------------------------------------------- any thread
+    def open_channel(
+        self,
+        send_delta: Callable[[Delta], None],
+        publish: Callable[[], None],
+        interval: float = DEFAULT_INTERVAL,
+    ) -> Channel:
+        ch = Channel(send_delta, publish, interval)
+        with self._cond:
+            self._channels.append(ch)
+        return ch
+
+    def close_channel(self, ch: Channel) -> None:
+        with self._cond:
+            ch.closed = True
+            if ch in self._channels:
+                self._channels.remove(ch)
+
+    def add_stream(self, ch: Channel, stream: Stream) -> None:
+        """Let the pump flush ``stream`` through ``ch``, and publish the new message."""
+        stream.on_wake = lambda s: self.wake()
+        with self._cond:
+            ch.streams.append(stream)
+            ch.dirty = True
+            self._woken = True
+            self._cond.notify()
+
+    def request_publish(self, ch: Channel) -> None:
+        """Ask for ``ch``'s state to be written (cheap; coalesced; never blocks)."""
+        with self._cond:
+            ch.dirty = True
+            self._woken = True
+            self._cond.notify()
+
+    def wake(self) -> None:
+        with self._cond:
+            self._woken = True
+            self._cond.notify()
+
+    def stop(self) -> None:
+        """End the pump thread (tests; the kernel's pump lives as long as the kernel)."""
+        with self._cond:
+            self._stopping = True
+            self._cond.notify()
+        if self._thread is not None:
+            self._thread.join(5)
+
+    def active_streams(self) -> int:
+        with self._cond:
+            return sum(len(ch.streams) for ch in self._channels)
+
+    # ------------------------------------------------------------------- pump
+    def step(self, now: float) -> float:
+        """Do everything due at ``now``; return when next to run (inf: when woken)."""
+        work: list[tuple[Channel, Delta | None]] = []
+        next_at = math.inf
+        with self._cond:
+            active = sum(len(ch.streams) for ch in self._channels)
+            share = active / self.max_rate if self.max_rate > 0 else 0.0
+            for ch in self._channels:
+                for s in list(ch.streams):
+                    s.interval = max(ch.interval, share)
+                    if s.settle(now) or s.final:
+                        ch.streams.remove(s)
+                        ch.dirty = True
+                        continue
+                    d = s.take(now)
+                    if d is not None:
+                        work.append((ch, d))
+                    due = s.due_at()
+                    if due is not None:
+                        next_at = min(next_at, due)
+                if ch.dirty:
+                    ch.dirty = False
+                    work.append((ch, None))
+        for ch, d in work:
+            try:
+                if d is None:
+                    ch.publishes += 1
+                    ch.publish()
+                else:
+                    ch.deltas_sent += 1
+                    ch.delta_bytes += len(d.text.encode())
+                    ch.send_delta(d)
+            except Exception:  # a closed comm must not kill the pump
+                log.exception("nbstream: sending to the view failed")
+        return next_at
+
+    def _run(self) -> None:
+        next_at = -math.inf
+        while True:
+            with self._cond:
+                # _woken is set under this lock by whoever notifies, so a wake-up
+                # that came while we were stepping is not lost.
+                while not self._stopping and not self._woken:
+                    wait = next_at - self.clock()
+                    if wait <= 0:
+                        break
+                    self._cond.wait(None if math.isinf(wait) else wait)
+                if self._stopping:
+                    return
+                self._woken = False
+            try:
+                next_at = self.step(self.clock())
+            except Exception:
+                log.exception("nbstream: pump step failed")
+                next_at = self.clock() + 0.1
+
+
+_pump: Pump | None = None
+_pump_lock = threading.Lock()
+
+
+def get_pump() -> Pump:
+    """The kernel's pump, started on first use."""
+    global _pump
+    with _pump_lock:
+        if _pump is None:
+            _pump = Pump()
+        return _pump

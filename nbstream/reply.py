@@ -1,0 +1,137 @@
+"""A reply: the handle a user holds while an answer streams.
+
+:class:`Reply` is a thin, thread-safe facade over a :class:`~nbstream.stream.Stream`
+(which owns the text and the status) plus the job that runs the source on a
+lane's worker thread (:func:`run_reply`). Any thread may read a reply or stop
+it; only the worker thread produces into it; only the pump finalizes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .protocol import Status
+from .sources.base import Cancelled, ChatMessage, Source
+from .stream import Stream
+
+log = logging.getLogger("nbstream")
+
+
+class ReplyError(RuntimeError):
+    """Raised by :meth:`Reply.wait` when the source failed; ``__cause__`` is its error."""
+
+
+class Reply:
+    """One answer being generated (returned by ``ChatWidget.send`` and friends)."""
+
+    def __init__(
+        self,
+        stream: Stream,
+        source: Source,
+        messages: Sequence[ChatMessage] | Callable[[], Sequence[ChatMessage]],
+        prompt: str = "",
+    ) -> None:
+        self._stream = stream
+        self.source = source
+        self.prompt = prompt
+        # resolved when generation starts, so that a reply queued behind another
+        # sees that other's final text
+        self._messages = messages
+        self.messages: list[ChatMessage] = [] if callable(messages) else list(messages)
+
+    def _resolve_messages(self) -> list[ChatMessage]:
+        if callable(self._messages):
+            self.messages = list(self._messages())
+        return self.messages
+
+    @property
+    def id(self) -> str:
+        """The message id (unique within its widget)."""
+        return self._stream.id
+
+    @property
+    def text(self) -> str:
+        """The text so far (final once :attr:`status` is final)."""
+        return self._stream.text
+
+    @property
+    def status(self) -> Status:
+        """queued, loading, running, done, stopped, error or timeout."""
+        return self._stream.status
+
+    @property
+    def done(self) -> bool:
+        """True once the status is final."""
+        return self._stream.final
+
+    @property
+    def error(self) -> BaseException | None:
+        """The exception the source raised, if it failed."""
+        return self._stream.error
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Figures: ttft_ms, pieces, pieces_per_s, gaps, flushes, backpressure."""
+        return self._stream.stats()
+
+    def cancel(self) -> bool:
+        """Stop the reply, keeping what was shown. True if it was still live."""
+        return self._stream.cancel("stopped")
+
+    stop = cancel
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the reply ends and return its text.
+
+        A kernel interrupt (Ctrl-C, the stop button of the notebook) while
+        waiting stops the reply and re-raises. Raises :class:`TimeoutError` if
+        ``timeout`` passes first (the reply goes on), and :class:`ReplyError`
+        if the source failed (``reply.text`` still holds the partial text).
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            # short slices keep the wait responsive to signals on every platform
+            while not self._stream.wait(0.1):
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise TimeoutError(f"reply {self.id} still {self.status} after {timeout} s")
+        except KeyboardInterrupt:
+            self.cancel()
+            raise
+        if self.status == "error":
+            raise ReplyError(f"reply {self.id} failed: {self._stream.state()[3]}") from self.error
+        return self.text
+
+    def __repr__(self) -> str:
+        return f"Reply(id={self.id!r}, status={self.status!r}, chars={len(self.text)})"
+
+
+def run_reply(reply: Reply) -> None:
+    """Run ``reply``'s source on the current (worker) thread, start to end."""
+    stream = reply._stream
+    if stream.final:  # stopped while queued
+        return
+    source = reply.source
+    try:
+        if not source.prepared:
+            stream.set_status("loading")
+            source.prepare()
+        if stream.final:
+            return
+        stream.set_status("running")
+        source.generate(reply._resolve_messages(), stream.put, stream.cancel_event)
+    except Cancelled:
+        pass
+    except BaseException as exc:
+        if stream.final:  # stopped or timed out; the source's unwinding is not an error
+            return
+        log.warning("nbstream: %s failed in reply %s: %s", source.label, reply.id, exc,
+                    exc_info=log.isEnabledFor(logging.DEBUG))
+        stream.fail(exc, "".join(traceback.format_exception(exc)))
+        if not isinstance(exc, Exception):
+            raise
+    else:
+        stream.finish()

@@ -1,0 +1,80 @@
+"""What a source is: something that turns a conversation into text pieces.
+
+A source runs on a worker thread (never the kernel's main thread, never the
+pump). :meth:`Source.generate` is push-style: it calls ``emit(piece)`` for
+each piece of text, which lets a model's own streamer callback (transformers'
+``put()``) feed the pipeline without an extra queue or thread.
+
+``emit`` may block: that is backpressure, when the pipeline's unsent buffer is
+full. ``emit`` raises :class:`Cancelled` once the reply was stopped, so a
+source unwinds at the next piece even if it never looks at ``cancel``; sources
+that can stop sooner (between two tokens, before a request) should also watch
+the ``cancel`` event.
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Sequence
+from typing import TypedDict
+
+
+class ChatMessage(TypedDict):
+    """One turn of the conversation handed to a source."""
+
+    role: str
+    content: str
+
+
+Emit = Callable[[str], None]
+
+
+class Cancelled(Exception):
+    """Raised by ``emit`` after the reply was stopped; sources let it propagate."""
+
+
+class Source(ABC):
+    """Base class of every source.
+
+    Subclasses implement :meth:`generate`; those with a slow start (loading a
+    model) override :meth:`prepare` and :attr:`prepared`. Sources that hold a
+    model share a *lane* through :meth:`lane_key`: replies on one lane run one
+    at a time (``concurrency``) in first-in first-out order.
+    """
+
+    #: how many replies of this source's lane may run at once
+    concurrency: int = 1
+
+    @property
+    def label(self) -> str:
+        """Short name shown in the view."""
+        return type(self).__name__
+
+    def lane_key(self) -> Hashable:
+        """Sources returning equal keys share one model and one queue."""
+        return ("source", id(self))
+
+    @property
+    def prepared(self) -> bool:
+        """False while :meth:`prepare` still has slow work to do."""
+        return True
+
+    def prepare(self) -> None:
+        """Load whatever is slow to load. Called on the worker thread, once."""
+
+    @abstractmethod
+    def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        emit: Emit,
+        cancel: threading.Event,
+    ) -> None:
+        """Produce the reply to ``messages`` by calling ``emit`` per piece.
+
+        Return when the reply is complete. Raise to report an error; the text
+        emitted before is kept.
+        """
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
