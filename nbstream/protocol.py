@@ -4,7 +4,7 @@ Mirrored by ``js/src/protocol.ts``; change both together.
 
 Direction rules (who may send what, how often, and why):
 
-* **Kernel -> view, synced state.** The trait ``messages`` holds one
+* **Kernel -> view, synced state.** The trait ``conversation`` holds one
   :class:`MessageState` per message of the conversation. Only the pump thread
   writes it, and only when something other than text changed (a message was
   added, a status changed, a reply ended) or when a view asked to be brought up
@@ -58,7 +58,7 @@ Role = Literal["user", "assistant", "system"]
 
 
 class MessageState(TypedDict):
-    """One message as the view sees it (an entry of the ``messages`` trait)."""
+    """One message as the view sees it (an entry of the ``conversation`` trait)."""
 
     id: str
     role: Role

@@ -180,8 +180,9 @@ class ChatWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     def close(self) -> None:
         """Stop live replies and close the widget's comm."""
-        self.stop()
-        self._pump.close_channel(self._channel)
+        if hasattr(self, "_channel"):  # also called by __del__ of a half-built widget
+            self.stop()
+            self._pump.close_channel(self._channel)
         super().close()
 
     def __repr__(self) -> str:

@@ -1,0 +1,171 @@
+"""A ChatWidget streaming in a real IPython kernel, observed on IOPub (no browser).
+
+This is what the browser would receive: every comm message is captured, so
+the tests check the wire itself (order, completeness, rate) and that the
+kernel answers other requests while a stream runs. The pump sends from a
+background thread, so this also checks that ipykernel routes those messages.
+"""
+
+from __future__ import annotations
+
+import queue
+import statistics
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager, start_new_kernel
+
+pytestmark = pytest.mark.kernel
+
+
+@pytest.fixture(scope="module")
+def kernel() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    km, kc = start_new_kernel(kernel_name="python3", env={"HF_HUB_OFFLINE": "1"})
+    try:
+        yield km, kc
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def _shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply  # type: ignore[no-any-return]
+
+
+def execute(kc: BlockingKernelClient, code: str, timeout: float = 60) -> dict[str, Any]:
+    """Run ``code`` through the shell channel only (IOPub is left for the test to read)."""
+    reply = _shell_reply(kc, kc.execute(code), timeout)
+    if reply["content"]["status"] != "ok":
+        raise AssertionError("".join(reply["content"].get("traceback", [])))
+    return reply
+
+
+def value(kc: BlockingKernelClient, expr: str) -> Any:
+    """Evaluate ``expr`` in the kernel (as a user expression, so IOPub is untouched)."""
+    import ast
+
+    reply = _shell_reply(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
+    v = reply["content"]["user_expressions"]["v"]
+    if v["status"] != "ok":
+        raise AssertionError(f"{expr}: {v}")
+    return ast.literal_eval(v["data"]["text/plain"])
+
+
+def comm_msgs(kc: BlockingKernelClient, comm_id: str, until: Any, timeout: float = 30
+              ) -> list[tuple[float, dict[str, Any]]]:
+    """Collect (arrival time, data) of comm_msgs of ``comm_id`` until ``until(data)``."""
+    got: list[tuple[float, dict[str, Any]]] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            msg = kc.get_iopub_msg(timeout=0.5)
+        except queue.Empty:
+            continue
+        if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == comm_id:
+            data = msg["content"]["data"]
+            got.append((time.monotonic(), data))
+            if until(data):
+                return got
+    raise AssertionError(f"stream did not end within {timeout} s ({len(got)} messages)")
+
+
+def final_state(data: dict[str, Any], mid: str) -> dict[str, Any] | None:
+    if data.get("method") != "update":
+        return None
+    for e in data.get("state", {}).get("conversation", []):
+        if e["id"] == mid and e["status"] in ("done", "stopped", "error", "timeout"):
+            return e  # type: ignore[no-any-return]
+    return None
+
+
+def drain(kc: BlockingKernelClient) -> None:
+    while True:
+        try:
+            kc.get_iopub_msg(timeout=0.2)
+        except queue.Empty:
+            return
+
+
+def test_3000_pieces_at_2000_per_s_arrive_complete_in_order_and_bounded(
+    kernel: tuple[KernelManager, BlockingKernelClient],
+) -> None:
+    _, kc = kernel
+    drain(kc)
+    execute(kc, """
+from nbstream import ChatWidget
+from nbstream.sources import ScriptedSource
+TEXT = ''.join(f'w{i} ' for i in range(3000))
+chat = ChatWidget(ScriptedSource(TEXT, rate=2000), interval=0.04)
+""")
+    comm_id = value(kc, "chat.model_id")
+    t_send = time.monotonic()
+    kc.execute("reply = chat.send('go')", silent=True)
+    # probe the kernel while the stream runs (it lasts ~1.5 s)
+    time.sleep(0.3)
+    probe_t0 = time.monotonic()
+    probe = value(kc, "1 + 1")
+    probe_s = time.monotonic() - probe_t0
+    assert probe == 2
+    msgs = comm_msgs(kc, comm_id, lambda d: final_state(d, "m2") is not None)
+    t_end = msgs[-1][0]
+    assert probe_t0 + probe_s < t_end - 0.2, "the probe was answered only after the stream"
+    deltas = [(t, d["content"]) for t, d in msgs if d.get("method") == "custom"]
+    seqs = [c["seq"] for _, c in deltas]
+    assert seqs == list(range(1, len(seqs) + 1))
+    text = value(kc, "TEXT")
+    final = final_state(msgs[-1][1], "m2")
+    assert final is not None and final["status"] == "done"
+    assert final["text"] == text
+    streamed = "".join(c["text"] for _, c in deltas)
+    assert text.startswith(streamed) and len(streamed) > 0.9 * len(text)
+    duration = t_end - t_send
+    # bounded rate: one delta per 40 ms (+ the leading edge), plus a few state updates
+    assert len(deltas) <= duration / 0.04 + 2
+    assert len(msgs) <= duration / 0.04 + 8
+    gaps = [b - a for (a, _), (b, _) in zip(deltas, deltas[1:])]
+    print(f"\n3000 pieces at 2000/s: {len(msgs)} comm messages ({len(deltas)} deltas) in "
+          f"{duration:.2f} s = {len(msgs) / duration:.1f}/s; median gap "
+          f"{statistics.median(gaps) * 1000:.1f} ms; probe answered in {probe_s * 1000:.0f} ms")
+    assert value(kc, "reply.status") == "done"
+
+
+def test_stop_from_python_mid_stream(kernel: tuple[KernelManager, BlockingKernelClient]) -> None:
+    _, kc = kernel
+    drain(kc)
+    execute(kc, """
+chat2 = ChatWidget(ScriptedSource(TEXT, rate=500))
+r2 = chat2.send('go')
+""")
+    comm_id = value(kc, "chat2.model_id")
+    time.sleep(0.5)
+    execute(kc, "chat2.stop()")
+    msgs = comm_msgs(kc, comm_id, lambda d: final_state(d, "m2") is not None, timeout=10)
+    final = final_state(msgs[-1][1], "m2")
+    assert final is not None and final["status"] == "stopped"
+    streamed = "".join(d["content"]["text"] for _, d in msgs if d.get("method") == "custom")
+    assert final["text"] == streamed  # exactly what was shown, nothing after
+    assert value(kc, "r2.text") == streamed
+    assert 0 < len(streamed) < len(value(kc, "TEXT"))
+
+
+def test_interrupt_during_wait_stops_generation(
+    kernel: tuple[KernelManager, BlockingKernelClient],
+) -> None:
+    km, kc = kernel
+    drain(kc)
+    execute(kc, "chat3 = ChatWidget(ScriptedSource(TEXT, rate=300)); r3 = chat3.send('go')")
+    msg_id = kc.execute("r3.wait()")
+    time.sleep(0.5)
+    km.interrupt_kernel()
+    reply = _shell_reply(kc, msg_id, 10)
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    assert value(kc, "r3.status") == "stopped"
+    assert 0 < value(kc, "len(r3.text)") < value(kc, "len(TEXT)")

@@ -1,0 +1,260 @@
+"""Unit tests of the coalescing stream and the pump, with a fake clock."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nbstream.pump import Pump
+from nbstream.sources.base import Cancelled
+from nbstream.stream import Delta, Limits, Stream
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+    def advance(self, dt: float) -> None:
+        self.t += dt
+
+
+def make(clock: FakeClock, interval: float = 0.04, **kw: object) -> tuple[Pump, list[Delta], list[int], Stream]:
+    pump = Pump(clock=clock, start=False, max_rate=1e9)
+    deltas: list[Delta] = []
+    publishes: list[int] = []
+    ch = pump.open_channel(deltas.append, lambda: publishes.append(1), interval)
+    s = Stream("m1", clock=clock, **kw)  # type: ignore[arg-type]
+    pump.add_stream(ch, s)
+    s.set_status("running")
+    return pump, deltas, publishes, s
+
+
+def joined(deltas: list[Delta]) -> str:
+    return "".join(d.text for d in deltas)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    pieces=st.lists(st.text(min_size=0, max_size=12), min_size=0, max_size=120),
+    gaps=st.lists(st.floats(min_value=0.0, max_value=0.2), min_size=120, max_size=120),
+    interval=st.sampled_from([0.01, 0.04, 0.1]),
+)
+def test_coalescing_never_loses_or_reorders(pieces: list[str], gaps: list[float],
+                                            interval: float) -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock, interval)
+    start = clock()
+    for piece, gap in zip(pieces, gaps):
+        clock.advance(gap)
+        s.put(piece)
+        pump.step(clock())
+    elapsed = clock() - start
+    # every delta is numbered 1..n without a hole
+    assert [d.seq for d in deltas] == list(range(1, len(deltas) + 1))
+    # flushes are bounded by the interval (+1 for the leading edge)
+    assert len(deltas) <= math.floor(elapsed / interval) + 1
+    s.finish()
+    pump.step(clock())
+    text, seq, status, _, _ = s.state()
+    assert status == "done"
+    assert text == "".join(pieces)
+    # the deltas are a prefix of the final text; the state carries the tail
+    assert text.startswith(joined(deltas))
+    assert seq >= len(deltas)
+
+
+def test_first_piece_is_flushed_at_once_then_rate_bounded() -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock, 0.05)
+    s.put("Hello")
+    pump.step(clock())
+    assert deltas == [Delta("m1", 1, "Hello")]  # leading edge: no waiting
+    for _ in range(10):  # 10 pieces within one interval coalesce
+        clock.advance(0.004)
+        s.put(" x")
+        assert pump.step(clock()) == pytest.approx(1000.05)
+    assert len(deltas) == 1
+    clock.advance(0.011)
+    pump.step(clock())
+    assert deltas[1] == Delta("m1", 2, " x" * 10)
+
+
+def test_flush_count_bounded_by_elapsed_over_interval() -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock, 0.04)
+    for _ in range(20_000):  # 10 s at 2000 pieces/s
+        clock.advance(0.0005)
+        s.put("a")
+        pump.step(clock())
+    assert len(deltas) <= 10.0 / 0.04 + 1
+    assert len(deltas) >= 0.95 * 10.0 / 0.04  # and it does keep flushing
+    assert joined(deltas) == "a" * len(joined(deltas))
+
+
+def test_stop_discards_unsent_tail_and_nothing_after() -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock, 0.04)
+    s.put("shown")
+    pump.step(clock())
+    s.put(" never shown")
+    assert s.cancel()
+    with pytest.raises(Cancelled):
+        s.put("late")
+    clock.advance(1)
+    pump.step(clock())
+    assert joined(deltas) == "shown"
+    text, seq, status, _, _ = s.state()
+    assert (text, seq, status) == ("shown", 1, "stopped")
+    assert s.stats()["discarded_chars"] == len(" never shown")
+    assert s.cancel_event.is_set()
+    assert not s.cancel()  # idempotent
+
+
+def test_error_keeps_partial_text() -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock)
+    s.put("partial")
+    s.fail(ValueError("boom"), "Traceback ...")
+    pump.step(clock())
+    text, _, status, error, detail = s.state()
+    assert (text, status, error, detail) == ("partial", "error", "ValueError: boom", "Traceback ...")
+    assert isinstance(s.error, ValueError)
+
+
+@pytest.mark.parametrize(
+    ("limits", "feed", "reason"),
+    [
+        (Limits(first_piece=1.0), [], "no first token after 1 s"),
+        (Limits(stall=0.5), [0.1], "no token for 0.5 s"),
+        (Limits(total=2.0), [0.3, 0.3, 0.3, 0.3, 0.3, 0.3, 0.3], "no end after 2 s"),
+    ],
+)
+def test_timeouts(limits: Limits, feed: list[float], reason: str) -> None:
+    clock = FakeClock()
+    pump, _, _, s = make(clock, limits=limits)
+    for gap in feed:
+        clock.advance(gap)
+        s.put("x")
+        pump.step(clock())
+    for _ in range(100):
+        clock.advance(0.05)
+        pump.step(clock())
+    _, _, status, error, _ = s.state()
+    assert status == "timeout"
+    assert error == reason
+    assert s.cancel_event.is_set()
+
+
+def test_timeout_deadline_wakes_the_pump() -> None:
+    clock = FakeClock()
+    pump, _, _, s = make(clock, limits=Limits(first_piece=3.0))
+    assert pump.step(clock()) == pytest.approx(1003.0)
+
+
+def test_backpressure_blocks_a_fast_producer() -> None:
+    pump = Pump(max_rate=1e9)  # real thread and clock
+    try:
+        deltas: list[Delta] = []
+        ch = pump.open_channel(deltas.append, lambda: None, 0.02)
+        s = Stream("m1", max_pending=100)
+        pump.add_stream(ch, s)
+        s.set_status("running")
+        t0 = time.monotonic()
+        for _ in range(2000):  # 20,000 chars through a 100-char buffer
+            s.put("0123456789")
+        s.finish()
+        assert s.wait(5)
+        assert s.text == "0123456789" * 2000
+        stats = s.stats()
+        assert stats["backpressure_waits"] > 0
+        # it had to wait for the pump: at least (20,000 / 100 - 1) intervals of 20 ms
+        assert time.monotonic() - t0 > 0.5
+        # bounded memory: no delta ever exceeded the buffer by more than one piece
+        assert max(len(d.text) for d in deltas) <= 110
+    finally:
+        pump.stop()
+
+
+def test_cancel_releases_a_blocked_producer() -> None:
+    s = Stream("m1", max_pending=5)
+    s.put("12345")
+    raised = threading.Event()
+
+    def produce() -> None:
+        try:
+            s.put("more")
+        except Cancelled:
+            raised.set()
+
+    t = threading.Thread(target=produce)
+    t.start()
+    time.sleep(0.05)
+    s.cancel()
+    t.join(2)
+    assert raised.is_set()
+
+
+def test_global_budget_shares_rate_between_streams() -> None:
+    clock = FakeClock()
+    pump = Pump(clock=clock, start=False, max_rate=100.0)
+    sent: list[Delta] = []
+    streams = []
+    for i in range(8):
+        ch = pump.open_channel(sent.append, lambda: None, 0.04)
+        s = Stream(f"m{i}", clock=clock)
+        pump.add_stream(ch, s)
+        s.set_status("running")
+        streams.append(s)
+    for _ in range(2000):  # 2 s, every stream producing at 1000 pieces/s
+        clock.advance(0.001)
+        for s in streams:
+            s.put("x")
+        pump.step(clock())
+    rate = len(sent) / 2.0
+    assert rate <= 100.0 * 1.1 + 8  # the budget (8 leading-edge flushes aside)
+    per_stream = {d.id: 0 for d in sent}
+    for d in sent:
+        per_stream[d.id] += 1
+    assert max(per_stream.values()) - min(per_stream.values()) <= 2  # fair
+
+
+def test_pump_thread_is_woken_by_first_piece() -> None:
+    pump = Pump()
+    try:
+        got = threading.Event()
+        ch = pump.open_channel(lambda d: got.set(), lambda: None, 10.0)
+        s = Stream("m1")
+        pump.add_stream(ch, s)
+        time.sleep(0.05)  # the pump is now asleep with nothing due
+        t0 = time.monotonic()
+        s.put("hi")
+        assert got.wait(1)
+        assert time.monotonic() - t0 < 0.5
+    finally:
+        pump.stop()
+
+
+def test_sending_failure_does_not_kill_the_pump() -> None:
+    clock = FakeClock()
+    pump = Pump(clock=clock, start=False)
+
+    def broken(_: Delta) -> None:
+        raise RuntimeError("comm closed")
+
+    ch = pump.open_channel(broken, lambda: None)
+    s = Stream("m1", clock=clock)
+    pump.add_stream(ch, s)
+    s.put("x")
+    pump.step(clock())
+    clock.advance(1)
+    s.put("y")
+    pump.step(clock())
+    assert ch.deltas_sent == 2
