@@ -21,8 +21,17 @@ streaming feel fast; after that a stream flushes at most once per interval,
 and all text that arrived in between travels as one delta. A stream that ends
 is settled at once, its unsent tail carried by the final state.
 
-The pump never waits for the browser, so it behaves the same with no view
-attached (nbclient, nbval) or while the kernel's main thread is busy.
+Flow control (credits): a view acknowledges each delta after the frame that
+rendered it, with the time that frame's DOM work took. Once a view acks on a
+channel, each stream may have at most ``window`` unacknowledged deltas, and
+the interval grows (up to ``ceiling``) with the reported render time and ack
+lag, so a slow browser or link gets fewer, larger deltas. The text keeps
+accumulating meanwhile: coalesced, never dropped. Acks are read on the
+kernel's main thread, which cannot read them while a cell runs (unless comms
+run on a subshell); so when the oldest unacknowledged delta is older than
+``ack_timeout`` the window is ignored and the plain bounded rate applies. With
+no view attached (nbclient, nbval) no ack ever comes and the window never
+applies: nothing ever waits for a browser.
 ``Pump(start=False)`` plus :meth:`Pump.step` drive it with a fake clock.
 """
 
@@ -43,6 +52,13 @@ log = logging.getLogger("nbstream.pump")
 DEFAULT_INTERVAL = 0.04
 #: default budget of messages per second for all widgets together
 DEFAULT_MAX_RATE = 200.0
+#: flow control: deltas a view may leave unacknowledged before the pump waits
+DEFAULT_WINDOW = 4
+#: longest flush interval flow control may choose, seconds
+DEFAULT_CEILING = 0.25
+#: an unacknowledged delta older than this means acks are not coming (the kernel's
+#: main thread is busy, or the view went away): fall back to the plain bounded rate
+DEFAULT_ACK_TIMEOUT = 0.3
 
 
 @dataclass(eq=False)
@@ -52,7 +68,15 @@ class Channel:
     send_delta: Callable[[Delta], None]
     publish: Callable[[], None]
     interval: float = DEFAULT_INTERVAL
+    window: int = DEFAULT_WINDOW
+    ceiling: float = DEFAULT_CEILING
+    ack_timeout: float = DEFAULT_ACK_TIMEOUT
     streams: list[Stream] = field(default_factory=list)
+    #: flow control state: set by acks (any thread, under the pump's lock)
+    last_ack_at: float | None = None
+    render_ms_ewma: float = 0.0
+    ack_lag_ms_ewma: float = 0.0
+    acks: int = 0
     dirty: bool = False
     closed: bool = False
     #: figures: messages sent through this channel
@@ -116,6 +140,21 @@ class Pump:
             self._woken = True
             self._cond.notify()
 
+    def ack(self, ch: Channel, stream_id: str, seq: int, render_ms: float) -> None:
+        """A view rendered delta ``seq`` of ``stream_id`` (comm thread; never blocks long)."""
+        now = self.clock()
+        with self._cond:
+            for s in ch.streams:
+                if s.id == stream_id:
+                    if s.ack(seq, render_ms, now):
+                        ch.acks += 1
+                        ch.last_ack_at = now
+                        ch.render_ms_ewma = 0.8 * ch.render_ms_ewma + 0.2 * max(0.0, render_ms)
+                        ch.ack_lag_ms_ewma = 0.8 * ch.ack_lag_ms_ewma + 0.2 * s.ack_lag_ms[-1]
+                        self._woken = True
+                        self._cond.notify()
+                    return
+
     def wake(self) -> None:
         with self._cond:
             self._woken = True
@@ -142,8 +181,23 @@ class Pump:
             active = sum(len(ch.streams) for ch in self._channels)
             share = active / self.max_rate if self.max_rate > 0 else 0.0
             for ch in self._channels:
+                base = max(ch.interval, share)
+                flow = ch.last_ack_at is not None  # a view is acknowledging
+                interval = base
+                if flow:
+                    # a slow browser (long renders, slow acks) gets fewer, larger deltas
+                    interval = max(base, 3.0 * ch.render_ms_ewma / 1000.0,
+                                   ch.ack_lag_ms_ewma / 1000.0 / max(1, ch.window))
+                    interval = min(interval, max(base, ch.ceiling))
                 for s in list(ch.streams):
-                    s.interval = max(ch.interval, share)
+                    s.interval = interval
+                    s.window = None
+                    if flow:
+                        oldest = s.unacked_since()
+                        if oldest is None or now - oldest < ch.ack_timeout:
+                            s.window = ch.window
+                            if oldest is not None:
+                                next_at = min(next_at, oldest + ch.ack_timeout)
                     if s.settle(now) or s.final:
                         ch.streams.remove(s)
                         ch.dirty = True

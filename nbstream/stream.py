@@ -91,6 +91,12 @@ class Stream:
         #: called (without the lock held) when the pump should look at this stream
         self.on_wake: Callable[[Stream], None] = lambda s: None
         self.interval = 0.04  # set by the pump
+        #: flow control, set by the pump: deltas that may be unacknowledged (None: no limit)
+        self.window: int | None = None
+        self._acked = 0
+        self._acked_at: float | None = None
+        self.render_ms: list[float] = []  # as reported by the view, per acked delta
+        self.ack_lag_ms: list[float] = []  # sent -> acknowledged (render included)
         self.cancel_event = threading.Event()
 
         self._sent: list[str] = []
@@ -230,9 +236,31 @@ class Stream:
             if self._finishing:
                 return -math.inf
             t = math.inf
-            if self._pending:
+            if self._pending and not self._window_full():
                 t = self._last_flush + self.interval
             return min(t, self._deadline())
+
+    def _window_full(self) -> bool:
+        return self.window is not None and self._seq - self._acked >= self.window
+
+    def unacked_since(self) -> float | None:
+        """When the oldest unacknowledged delta was sent (None: all acknowledged)."""
+        with self._cond:
+            if self._acked >= self._seq:
+                return None
+            return self.flushes[self._acked].sent_at
+
+    def ack(self, seq: int, render_ms: float, now: float) -> bool:
+        """The view rendered deltas up to ``seq``. True if that was news."""
+        with self._cond:
+            if seq <= self._acked or seq > self._seq:
+                return False
+            sent_at = self.flushes[seq - 1].sent_at
+            self._acked = seq
+            self._acked_at = now
+            self.render_ms.append(float(render_ms))
+            self.ack_lag_ms.append((now - sent_at) * 1000.0)
+            return True
 
     def _deadline(self) -> float:
         lim = self.limits
@@ -252,6 +280,8 @@ class Stream:
         """Return the pending text as one delta if one is due at ``now``."""
         with self._cond:
             if self._final or not self._pending or now < self._last_flush + self.interval:
+                return None
+            if self._window_full():
                 return None
             return self._flush(now)
 
@@ -335,7 +365,15 @@ class Stream:
             "discarded_chars": self.discarded_chars,
             "backpressure_waits": self.backpressure_waits,
             "backpressure_ms": round(self.backpressure_s * 1000, 3),
+            "acked": self._acked,
         }
+        if self.render_ms:
+            r = sorted(self.render_ms)
+            lag = sorted(self.ack_lag_ms)
+            out["render_ms_p50"] = round(_quantile(r, 0.5), 3)
+            out["render_ms_max"] = round(r[-1], 3)
+            out["ack_lag_ms_p50"] = round(_quantile(lag, 0.5), 3)
+            out["ack_lag_ms_p95"] = round(_quantile(lag, 0.95), 3)
         if start is not None and times:
             out["ttft_ms"] = round((times[0] - start) * 1000, 3)
             gen_s = max(end - start, 1e-9)

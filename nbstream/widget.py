@@ -237,7 +237,9 @@ class ChatWidget(anywidget.AnyWidget):  # type: ignore[misc]
             elif kind in ("hello", "resync"):
                 self._pump.request_publish(self._channel)
             elif kind == "ack":
-                pass  # flow control: see issue 3
+                rid, seq, ms = content.get("id"), content.get("seq"), content.get("render_ms", 0.0)
+                if isinstance(rid, str) and isinstance(seq, int) and isinstance(ms, (int, float)):
+                    self._pump.ack(self._channel, rid, seq, float(ms))
             else:
                 log.debug("nbstream: ignored view message %r", content)
         except Exception:

@@ -258,3 +258,85 @@ def test_sending_failure_does_not_kill_the_pump() -> None:
     s.put("y")
     pump.step(clock())
     assert ch.deltas_sent == 2
+
+
+# ----------------------------------------------------------------- flow control
+def test_window_holds_back_deltas_until_acked_and_text_coalesces() -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock, 0.04)
+    ch = pump._channels[0]
+    s.put("a")
+    pump.step(clock())
+    pump.ack(ch, "m1", 1, 1.0)  # a view is there and acks
+    for _ in range(6):  # 246 ms: within the ack timeout
+        clock.advance(0.041)
+        s.put("b")
+        pump.step(clock())
+    # window of 4: deltas 2..5 went out, then the pump waits for acks
+    assert [d.seq for d in deltas] == [1, 2, 3, 4, 5]
+    clock.advance(0.01)
+    pump.ack(ch, "m1", 5, 1.0)
+    clock.advance(0.05)
+    pump.step(clock())
+    assert deltas[-1].seq == 6
+    s.finish()
+    pump.step(clock())
+    assert s.state()[0] == "a" + "b" * 6  # nothing lost
+
+
+def test_stale_acks_fall_back_to_the_bounded_rate() -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock, 0.04)
+    ch = pump._channels[0]
+    s.put("a")
+    pump.step(clock())
+    pump.ack(ch, "m1", 1, 1.0)
+    # from now on no ack arrives (the kernel's main thread is busy)
+    for _ in range(100):  # 4 s
+        clock.advance(0.04)
+        s.put("b")
+        pump.step(clock())
+    # it paused for at most ack_timeout, then kept streaming at the plain rate
+    assert len(deltas) >= 100 - 0.3 / 0.04 - 2
+
+
+def test_no_view_means_no_window() -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock, 0.04)
+    for _ in range(50):
+        clock.advance(0.04)
+        s.put("x")
+        pump.step(clock())
+    assert len(deltas) == 50
+
+
+def test_slow_renders_stretch_the_interval_up_to_the_ceiling() -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock, 0.04)
+    ch = pump._channels[0]
+    seq = 0
+    for _ in range(300):  # 3 s; the browser takes 40 ms per render
+        clock.advance(0.01)
+        s.put("x")
+        pump.step(clock())
+        if deltas and deltas[-1].seq > seq:
+            seq = deltas[-1].seq
+            pump.ack(ch, "m1", seq, 40.0)
+    assert s.interval == pytest.approx(0.12, rel=0.2)  # 3 x render time
+    assert len(deltas) < 3.0 / 0.04 / 2  # far fewer than the plain 25/s
+    fast = Stream("m2", clock=clock)
+    pump.add_stream(ch, fast)
+    for _ in range(50):
+        pump.ack(ch, "m1", seq, 0.5)  # repeated acks of an old seq are ignored
+    assert ch.render_ms_ewma > 30
+
+
+def test_acks_for_unknown_or_future_seqs_are_ignored() -> None:
+    clock = FakeClock()
+    pump, deltas, _, s = make(clock, 0.04)
+    ch = pump._channels[0]
+    s.put("a")
+    pump.step(clock())
+    pump.ack(ch, "nope", 1, 1.0)
+    pump.ack(ch, "m1", 99, 1.0)
+    assert ch.acks == 0 and ch.last_ack_at is None
