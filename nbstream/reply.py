@@ -17,6 +17,7 @@ from typing import Any
 from .protocol import Status
 from .sources.base import Cancelled, ChatMessage, Source
 from .stream import Stream
+from .trace import Trace
 
 log = logging.getLogger("nbstream")
 
@@ -77,6 +78,14 @@ class Reply:
     def stats(self) -> dict[str, Any]:
         """Figures: ttft_ms, pieces, pieces_per_s, gaps, flushes, backpressure."""
         return self._stream.stats()
+
+    def trace(self) -> Trace:
+        """A copy of the produced / sent / rendered timeline (see :mod:`nbstream.trace`)."""
+        return Trace.of(self._stream)
+
+    def plot(self, ax: Any = None) -> Any:
+        """Draw :meth:`trace` with matplotlib; returns the figure."""
+        return self.trace().plot(ax)
 
     def cancel(self) -> bool:
         """Stop the reply, keeping what was shown. True if it was still live."""

@@ -70,6 +70,9 @@ class Flush:
     first_piece_at: float
     sent_at: float
     chars: int
+    #: when the view acknowledged it (rendered), and how long its frame's DOM work took
+    acked_at: float | None = None
+    render_ms: float | None = None
 
 
 class Stream:
@@ -119,6 +122,7 @@ class Stream:
         self.started_at: float | None = None
         self.ended_at: float | None = None
         self._piece_times = array("d")
+        self._piece_chars = array("q")
         self._last_piece_at: float | None = None
         self.flushes: list[Flush] = []
         self.discarded_chars = 0
@@ -151,6 +155,7 @@ class Stream:
             self._pending.append(piece)
             self._pending_chars += len(piece)
             self._piece_times.append(now)
+            self._piece_chars.append(len(piece))
             self._last_piece_at = now
         if was_empty:
             self.on_wake(self)
@@ -256,6 +261,9 @@ class Stream:
             if seq <= self._acked or seq > self._seq:
                 return False
             sent_at = self.flushes[seq - 1].sent_at
+            for f in self.flushes[self._acked:seq]:  # an ack covers every delta up to seq
+                f.acked_at = now
+            self.flushes[seq - 1].render_ms = float(render_ms)
             self._acked = seq
             self._acked_at = now
             self.render_ms.append(float(render_ms))
@@ -386,6 +394,14 @@ class Stream:
         if start is not None:
             out["duration_ms"] = round((end - start) * 1000, 3)
         return out
+
+    def timeline(self) -> tuple[float | None, list[tuple[float, int]], list[Flush]]:
+        """(generation start, [(time, chars) per piece], flushes): a copy, for traces."""
+        with self._cond:
+            pieces = list(zip(self._piece_times, self._piece_chars))
+            flushes = [Flush(f.seq, f.first_piece_at, f.sent_at, f.chars, f.acked_at, f.render_ms)
+                       for f in self.flushes]
+            return self.started_at, pieces, flushes
 
     # ---------------------------------------------------------------- internals
     def _open(self) -> bool:

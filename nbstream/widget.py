@@ -98,10 +98,10 @@ class ChatWidget(anywidget.AnyWidget):  # type: ignore[misc]
         max_pending: int = 1 << 20,
         **kwargs: Any,
     ) -> None:
-        if source is None:
-            from .default_model import default_source
+        if source is None:  # the embedded default model, loaded on the first question
+            from .sources.transformers import TransformersSource
 
-            source = default_source()
+            source = TransformersSource()
         if not isinstance(source, Source):
             raise TypeError(f"expected a nbstream Source, got {type(source).__name__}; "
                             "wrap a function in IteratorSource")

@@ -1,0 +1,63 @@
+"""Per-reply figures and the produced / sent / rendered trace."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+from nbstream import ChatWidget  # noqa: E402
+from nbstream.sources import ScriptedSource  # noqa: E402
+
+TEXT = " ".join(f"t{i}" for i in range(200))
+
+
+def test_trace_accounts_for_every_character_and_orders_stages() -> None:
+    w = ChatWidget(ScriptedSource(TEXT, rate=1000), interval=0.02)
+    r = w.send("go")
+    r.wait(10)
+    tr = r.trace()
+    assert sum(n for _, n in tr.pieces) == len(TEXT)
+    assert sum(d.chars for d in tr.deltas) == len(TEXT)
+    assert [d.seq for d in tr.deltas] == list(range(1, len(tr.deltas) + 1))
+    for d in tr.deltas:
+        assert d.produced <= d.sent  # text waits in the buffer, never the other way
+    rows = tr.rows()
+    assert rows[0]["buffer_wait_ms"] < 5  # the leading edge goes at once
+    stats = r.stats
+    assert stats["pieces"] == 200 and stats["chars"] == len(TEXT)
+    assert stats["flushes"] == len(tr.deltas)
+    assert 300 < stats["pieces_per_s"] < 1500
+    assert stats["gap_p50_ms"] <= stats["gap_p95_ms"] <= stats["gap_max_ms"]
+
+
+def test_acks_show_up_as_render_times_in_trace_and_stats() -> None:
+    w = ChatWidget(ScriptedSource(TEXT, rate=500), interval=0.02)
+    sent: list[dict[str, object]] = []
+
+    def fake_view(msg: dict[str, object], buffers: object = None) -> None:
+        if msg.get("method") == "custom":
+            c = msg["content"]
+            sent.append(c)  # type: ignore[arg-type]
+            w._on_view_msg(w, {"kind": "ack", "id": c["id"], "seq": c["seq"],  # type: ignore[index]
+                               "render_ms": 1.5}, [])
+
+    w._send = fake_view  # type: ignore[method-assign]
+    r = w.send("go")
+    r.wait(10)
+    tr = r.trace()
+    acked = [d for d in tr.deltas if d.acked is not None]
+    assert len(acked) == len(sent) > 3
+    assert all(d.acked >= d.sent for d in acked)  # type: ignore[operator]
+    assert r.stats["render_ms_p50"] == 1.5
+    assert r.stats["acked"] == len(sent)
+
+
+def test_plot_draws_the_three_stages() -> None:
+    w = ChatWidget(ScriptedSource(TEXT, rate=2000))
+    r = w.send("go")
+    r.wait(10)
+    fig = r.plot()
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert labels == ["produced (pieces)", "sent (deltas)"]
+    assert "200 pieces" in fig.axes[0].get_title()
