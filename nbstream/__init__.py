@@ -12,8 +12,9 @@ animation frame, so neither the kernel nor the page freezes.
 """
 
 from ._version import __version__
+from .logs import set_debug
 from .reply import Reply, ReplyError
 from .stream import Limits
 from .widget import ChatWidget
 
-__all__ = ["ChatWidget", "Limits", "Reply", "ReplyError", "__version__"]
+__all__ = ["ChatWidget", "Limits", "Reply", "ReplyError", "__version__", "set_debug"]

@@ -147,6 +147,9 @@ class Pump:
             for s in ch.streams:
                 if s.id == stream_id:
                     if s.ack(seq, render_ms, now):
+                        if log.isEnabledFor(logging.DEBUG):
+                            log.debug("ack %s#%d: render %.1f ms, lag %.1f ms", stream_id, seq,
+                                      render_ms, s.ack_lag_ms[-1])
                         ch.acks += 1
                         ch.last_ack_at = now
                         ch.render_ms_ewma = 0.8 * ch.render_ms_ewma + 0.2 * max(0.0, render_ms)
@@ -199,6 +202,8 @@ class Pump:
                             if oldest is not None:
                                 next_at = min(next_at, oldest + ch.ack_timeout)
                     if s.settle(now) or s.final:
+                        if log.isEnabledFor(logging.DEBUG):
+                            log.debug("%s ended: %s %s", s.id, s.status, s.stats())
                         ch.streams.remove(s)
                         ch.dirty = True
                         continue
@@ -220,6 +225,9 @@ class Pump:
                     ch.deltas_sent += 1
                     ch.delta_bytes += len(d.text.encode())
                     ch.send_delta(d)
+                    if log.isEnabledFor(logging.DEBUG):
+                        log.debug("delta %s#%d: %d chars, sent %.1f ms after the step",
+                                  d.id, d.seq, len(d.text), (self.clock() - now) * 1000)
             except Exception:  # a closed comm must not kill the pump
                 log.exception("nbstream: sending to the view failed")
         return next_at

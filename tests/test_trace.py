@@ -61,3 +61,26 @@ def test_plot_draws_the_three_stages() -> None:
     labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert labels == ["produced (pieces)", "sent (deltas)"]
     assert "200 pieces" in fig.axes[0].get_title()
+
+
+def test_logging_is_quiet_by_default_and_debug_logs_stages(capsys: object) -> None:
+    import io
+
+    import nbstream
+
+    w = ChatWidget(ScriptedSource("a b c d", rate=1000))
+    w.send("go").wait(5)
+    out = capsys.readouterr()  # type: ignore[attr-defined]
+    assert out.err == "" and out.out == ""
+    buf = io.StringIO()
+    nbstream.set_debug(True, buf)
+    try:
+        w.send("again").wait(5)
+        import time
+
+        time.sleep(0.05)
+    finally:
+        nbstream.set_debug(False)
+    text = buf.getvalue()
+    assert "delta m4#1" in text
+    assert "m4 ended: done" in text

@@ -1,0 +1,278 @@
+/**
+ * The per-view conversation model. Pure: no DOM, no clock, no I/O.
+ *
+ * Owns, per message, what this view holds (`text` and `seq`, plus status,
+ * error, detail and stats) and what changed since the last frame took its
+ * changes, so that the renderer touches only that: text appended, text
+ * replaced, or the message's chrome (status and the rest).
+ *
+ * Applies the sequence rules of `nbstream/protocol.py`:
+ * - a state entry whose seq is >= ours replaces our text (when it merely
+ *   extends our text, the rest is recorded as an append);
+ * - a delta whose seq is ours + 1 is appended;
+ * - a delta whose seq is <= ours is already contained and is ignored;
+ * - a delta whose seq is > ours + 1 (one was lost) or for a message we do not
+ *   know is dropped, and a resync is reported, at most once per message until
+ *   the view holds every delta it dropped (the kernel's answer, a state entry,
+ *   brings it at least that far).
+ * A state entry whose seq is lower than ours never rolls the text back; its
+ * status and the rest are still taken (state arrives in order, so it is the
+ * newest word on them). A delta for a message whose status is final is
+ * ignored: such a message never changes again.
+ *
+ * Only the view's thread (the browser's main thread) calls it.
+ */
+import {
+  type DeltaMsg,
+  FINAL_STATUSES,
+  type MessageState,
+  type ResyncMsg,
+  toMessageState,
+} from "./protocol";
+
+/** One message as this view holds it. */
+export type Entry = MessageState;
+
+interface Tracked extends Entry {
+  /** text appended since the last take, in arrival order */
+  appended: string[];
+  /** the text was replaced since the last take */
+  replaced: boolean;
+  /** role, status, error, detail or stats changed since the last take */
+  meta: boolean;
+  /** a delta was applied since the last take (an ack is due) */
+  delta: boolean;
+  /** highest seq dropped since the resync reported for this message; null: none outstanding */
+  gapUntil: number | null;
+}
+
+/** What changed in one message since the last take. */
+export interface MessageChange {
+  readonly entry: Readonly<Entry>;
+  /** render `entry.text` from scratch */
+  readonly replaced: boolean;
+  /** text to append to what was rendered (empty when `replaced`) */
+  readonly appended: string;
+  /** the message's chrome changed (role, status, error, detail, stats) */
+  readonly meta: boolean;
+}
+
+/** Everything a frame has to render, and the acks it owes afterwards. */
+export interface Changes {
+  /** the new order of message ids when membership or order changed, else null */
+  readonly order: readonly string[] | null;
+  readonly messages: readonly MessageChange[];
+  /** per message that received deltas: the highest seq this frame renders */
+  readonly acks: readonly { readonly id: string; readonly seq: number }[];
+}
+
+export type DeltaOutcome =
+  | "applied" // appended; a frame is due
+  | "stale" // already contained, or the message is final: ignored
+  | "gap" // a delta was lost: dropped
+  | "unknown"; // no such message (yet): dropped
+
+export interface DeltaResult {
+  readonly outcome: DeltaOutcome;
+  /** the resync to send, or null (none needed, or one is outstanding) */
+  readonly resync: ResyncMsg | null;
+}
+
+function sameStats(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  if (a === b) {
+    return true;
+  }
+  try {
+    return JSON.stringify(a) === JSON.stringify(b);
+  } catch {
+    return false;
+  }
+}
+
+export class Conversation {
+  private readonly entries = new Map<string, Tracked>();
+  private order: string[] = [];
+  private orderChanged = false;
+  private readonly dirty = new Set<Tracked>();
+  /** unknown ids a resync was reported for, until a state entry names them */
+  private readonly unknownReported = new Set<string>();
+
+  /** The messages in order. */
+  list(): Entry[] {
+    const out: Entry[] = [];
+    for (const id of this.order) {
+      const e = this.entries.get(id);
+      if (e) {
+        out.push(e);
+      }
+    }
+    return out;
+  }
+
+  get(id: string): Readonly<Entry> | undefined {
+    return this.entries.get(id);
+  }
+
+  /** The oldest message that is not final (what Stop and Escape stop), if any. */
+  firstActive(): Readonly<Entry> | undefined {
+    for (const id of this.order) {
+      const e = this.entries.get(id);
+      if (e && e.role !== "user" && !FINAL_STATUSES.has(e.status)) {
+        return e;
+      }
+    }
+    return undefined;
+  }
+
+  /** Whether anything changed since the last {@link take}. */
+  hasChanges(): boolean {
+    return this.orderChanged || this.dirty.size > 0;
+  }
+
+  /**
+   * Applies the `conversation` trait. Its list defines which messages exist and
+   * their order; malformed entries are skipped. Returns whether anything
+   * changed (a frame is due).
+   */
+  applyState(raw: unknown): boolean {
+    const items = Array.isArray(raw) ? raw : [];
+    const seen = new Set<string>();
+    const nextOrder: string[] = [];
+    for (const item of items) {
+      const s = toMessageState(item);
+      if (s === null || seen.has(s.id)) {
+        continue;
+      }
+      seen.add(s.id);
+      nextOrder.push(s.id);
+      this.unknownReported.delete(s.id);
+      const e = this.entries.get(s.id);
+      if (e === undefined) {
+        this.entries.set(s.id, {
+          ...s,
+          appended: [],
+          replaced: true,
+          meta: true,
+          delta: false,
+          gapUntil: null,
+        });
+        this.dirty.add(this.entries.get(s.id) as Tracked);
+        continue;
+      }
+      this.applyEntry(e, s);
+    }
+    for (const id of this.order) {
+      if (!seen.has(id)) {
+        const e = this.entries.get(id);
+        if (e) {
+          this.dirty.delete(e);
+        }
+        this.entries.delete(id);
+      }
+    }
+    if (nextOrder.length !== this.order.length || nextOrder.some((id, i) => id !== this.order[i])) {
+      this.order = nextOrder;
+      this.orderChanged = true;
+    }
+    return this.hasChanges();
+  }
+
+  private applyEntry(e: Tracked, s: MessageState): void {
+    if (s.seq >= e.seq && s.text !== e.text) {
+      if (!e.replaced && s.text.startsWith(e.text)) {
+        e.appended.push(s.text.slice(e.text.length));
+      } else {
+        e.replaced = true;
+        e.appended = [];
+      }
+      e.text = s.text;
+      this.dirty.add(e);
+    }
+    if (s.seq > e.seq) {
+      e.seq = s.seq;
+    }
+    this.checkRepaired(e);
+    if (
+      e.role !== s.role ||
+      e.status !== s.status ||
+      e.error !== s.error ||
+      e.detail !== s.detail ||
+      !sameStats(e.stats, s.stats)
+    ) {
+      e.role = s.role;
+      e.status = s.status;
+      e.error = s.error;
+      e.detail = s.detail;
+      e.stats = s.stats;
+      e.meta = true;
+      this.dirty.add(e);
+    }
+  }
+
+  /** Applies one delta (see the module comment for the rules). */
+  applyDelta(d: DeltaMsg): DeltaResult {
+    const e = this.entries.get(d.id);
+    if (e === undefined) {
+      if (this.unknownReported.has(d.id)) {
+        return { outcome: "unknown", resync: null };
+      }
+      this.unknownReported.add(d.id);
+      return { outcome: "unknown", resync: { kind: "resync", id: d.id, have: 0 } };
+    }
+    if (d.seq <= e.seq || FINAL_STATUSES.has(e.status)) {
+      return { outcome: "stale", resync: null };
+    }
+    if (d.seq > e.seq + 1) {
+      if (e.gapUntil !== null) {
+        // The answer to the outstanding resync will contain this one too.
+        e.gapUntil = Math.max(e.gapUntil, d.seq);
+        return { outcome: "gap", resync: null };
+      }
+      e.gapUntil = d.seq;
+      return { outcome: "gap", resync: { kind: "resync", id: e.id, have: e.seq } };
+    }
+    e.seq = d.seq;
+    this.checkRepaired(e);
+    if (d.text.length > 0) {
+      e.text += d.text;
+      if (!e.replaced) {
+        e.appended.push(d.text);
+      }
+    }
+    e.delta = true;
+    this.dirty.add(e);
+    return { outcome: "applied", resync: null };
+  }
+
+  private checkRepaired(e: Tracked): void {
+    if (e.gapUntil !== null && e.seq >= e.gapUntil) {
+      e.gapUntil = null;
+    }
+  }
+
+  /** Hands over what changed since the last take and forgets it; null if nothing. */
+  take(): Changes | null {
+    if (!this.hasChanges()) {
+      return null;
+    }
+    const messages: MessageChange[] = [];
+    const acks: { id: string; seq: number }[] = [];
+    for (const e of this.dirty) {
+      const appended = e.replaced ? "" : e.appended.join("");
+      if (e.replaced || appended.length > 0 || e.meta) {
+        messages.push({ entry: e, replaced: e.replaced, appended, meta: e.meta });
+      }
+      if (e.delta) {
+        acks.push({ id: e.id, seq: e.seq });
+      }
+      e.appended = [];
+      e.replaced = false;
+      e.meta = false;
+      e.delta = false;
+    }
+    this.dirty.clear();
+    const order = this.orderChanged ? this.order.slice() : null;
+    this.orderChanged = false;
+    return { order, messages, acks };
+  }
+}

@@ -1,0 +1,16 @@
+/**
+ * The anywidget front-end module of nbstream's ChatWidget: `initialize` and
+ * `render` only. Each rendered view keeps its own conversation buffer (its own
+ * sequence numbers), so there is no model-level state to set up; see chat.ts
+ * for the wiring of one view.
+ */
+import type { Initialize, Render } from "@anywidget/types";
+import { mountChat } from "./chat";
+import type { ChatTraits } from "./protocol";
+
+/** Nothing is shared between the views of one model. */
+const initialize: Initialize<ChatTraits> = () => undefined;
+
+const render: Render<ChatTraits> = ({ model, el }) => mountChat(model, el);
+
+export default { initialize, render };

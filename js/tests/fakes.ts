@@ -1,0 +1,141 @@
+// Test doubles: an anywidget model that records what the view sends, and an
+// animation-frame scheduler driven by hand.
+import type { AnyModel } from "@anywidget/types";
+import type { FrameScheduler } from "../src/frame";
+import type { ChatTraits, MessageState, ViewMsg } from "../src/protocol";
+
+// Callbacks take what anywidget passes (content, buffers) or nothing.
+type Handler = (...args: never[]) => void;
+
+export class FakeModel implements AnyModel<ChatTraits> {
+  readonly sent: ViewMsg[] = [];
+  private readonly traits: Partial<ChatTraits>;
+  private readonly handlers = new Map<string, Set<Handler>>();
+  widget_manager = {
+    get_model: () => Promise.reject(new Error("not in a widget manager")),
+  };
+
+  constructor(traits: Partial<ChatTraits> = {}) {
+    this.traits = { ...traits };
+  }
+
+  get<K extends keyof ChatTraits>(key: K): ChatTraits[K] {
+    return this.traits[key] as ChatTraits[K];
+  }
+
+  set<K extends keyof ChatTraits>(key: K, value: ChatTraits[K]): void {
+    this.traits[key] = value;
+    this.emit(`change:${key}`);
+  }
+
+  on(eventName: string, callback: Handler): void {
+    let set = this.handlers.get(eventName);
+    if (set === undefined) {
+      set = new Set();
+      this.handlers.set(eventName, set);
+    }
+    set.add(callback);
+  }
+
+  off(eventName?: string | null, callback?: Handler | null): void {
+    if (eventName == null) {
+      this.handlers.clear();
+    } else if (callback == null) {
+      this.handlers.delete(eventName);
+    } else {
+      this.handlers.get(eventName)?.delete(callback);
+    }
+  }
+
+  save_changes(): void {}
+
+  send(content: unknown): void {
+    this.sent.push(content as ViewMsg);
+  }
+
+  /** A custom message from the kernel. */
+  custom(content: unknown): void {
+    this.emit("msg:custom", content, []);
+  }
+
+  /** A delta from the kernel. */
+  delta(id: string, seq: number, text: string): void {
+    this.custom({ kind: "delta", id, seq, text });
+  }
+
+  listenerCount(): number {
+    let n = 0;
+    for (const set of this.handlers.values()) {
+      n += set.size;
+    }
+    return n;
+  }
+
+  /** What the view sent of one kind, and forgets everything sent. */
+  drain<K extends ViewMsg["kind"]>(kind: K): Extract<ViewMsg, { kind: K }>[] {
+    const out = this.sent.filter((m): m is Extract<ViewMsg, { kind: K }> => m.kind === kind);
+    this.sent.length = 0;
+    return out;
+  }
+
+  private emit(eventName: string, ...args: unknown[]): void {
+    for (const h of [...(this.handlers.get(eventName) ?? [])]) {
+      (h as (...a: unknown[]) => void)(...args);
+    }
+  }
+}
+
+export class FakeFrames implements FrameScheduler {
+  private next = 1;
+  private readonly callbacks = new Map<number, () => void>();
+  requests = 0;
+  cancels = 0;
+
+  request(callback: () => void): number {
+    this.requests++;
+    const handle = this.next++;
+    this.callbacks.set(handle, callback);
+    return handle;
+  }
+
+  cancel(handle: number): void {
+    this.cancels++;
+    this.callbacks.delete(handle);
+  }
+
+  get pending(): number {
+    return this.callbacks.size;
+  }
+
+  /** Runs one animation frame: the callbacks requested before it. */
+  frame(): void {
+    const due = [...this.callbacks.values()];
+    this.callbacks.clear();
+    for (const cb of due) {
+      cb();
+    }
+  }
+}
+
+/** A clock that advances by `step` ms per reading. */
+export function steppingClock(step = 1): () => number {
+  let t = 0;
+  return () => {
+    t += step;
+    return t;
+  };
+}
+
+export function message(id: string, over: Partial<MessageState> = {}): MessageState {
+  return {
+    id,
+    role: "assistant",
+    text: "",
+    seq: 0,
+    status: "running",
+    error: null,
+    detail: null,
+    stats: {},
+    ...over,
+  };
+}

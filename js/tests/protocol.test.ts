@@ -1,0 +1,62 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import {
+  FINAL_STATUSES,
+  type MessageState,
+  STATE_TRAIT,
+  type Status,
+  toMessageState,
+  type ViewMsg,
+} from "../src/protocol";
+
+// protocol.ts mirrors nbstream/protocol.py; these checks catch drift between them.
+const py = readFileSync(join(__dirname, "..", "..", "nbstream", "protocol.py"), "utf8");
+
+const block = (start: RegExp): string => {
+  const from = py.search(start);
+  expect(from).toBeGreaterThanOrEqual(0);
+  const rest = py.slice(from);
+  const end = rest.slice(1).search(/\n(?:class |[A-Za-z_]+\s*[:=])/);
+  return end === -1 ? rest : rest.slice(0, end + 1);
+};
+
+const quoted = (text: string) => [...text.matchAll(/"([a-z_]+)"/g)].map((m) => m[1]);
+
+describe("protocol mirrors protocol.py", () => {
+  it("the trait that holds the conversation", () => {
+    expect(py).toMatch(new RegExp(`The trait \`\`${STATE_TRAIT}\`\` holds`));
+  });
+
+  it("statuses and final statuses", () => {
+    const all: Record<Status, true> = {
+      queued: true,
+      loading: true,
+      running: true,
+      done: true,
+      stopped: true,
+      error: true,
+      timeout: true,
+    };
+    expect(quoted(block(/^Status = Literal\[/m)).sort()).toEqual(Object.keys(all).sort());
+    expect(quoted(block(/^FINAL_STATUSES/m)).sort()).toEqual([...FINAL_STATUSES].sort());
+  });
+
+  it("MessageState fields", () => {
+    const fields = [...block(/^class MessageState/m).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]);
+    const state = toMessageState({ id: "x" }) as MessageState;
+    expect(fields.sort()).toEqual(Object.keys(state).sort());
+  });
+
+  it("message kinds", () => {
+    const kinds = [...py.matchAll(/kind: Literal\["(\w+)"\]/g)].map((m) => m[1]);
+    const view: Record<ViewMsg["kind"], true> = {
+      send: true,
+      stop: true,
+      hello: true,
+      resync: true,
+      ack: true,
+    };
+    expect(kinds.sort()).toEqual([...Object.keys(view), "delta"].sort());
+  });
+});
