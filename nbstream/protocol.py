@@ -22,6 +22,7 @@ Direction rules (who may send what, how often, and why):
   - applies a state entry whose ``seq`` is >= its own (replacing the text);
   - appends a delta whose ``seq`` is its own + 1;
   - ignores a delta whose ``seq`` is <= its own (already contained);
+  - ignores deltas of a message whose status is final;
   - on a delta whose ``seq`` is > its own + 1 (a delta was lost, e.g. dropped
     by the server's IOPub rate limit) or for a message it does not know, drops
     it and sends :class:`ResyncMsg`; the kernel answers by re-publishing the
@@ -30,7 +31,8 @@ Direction rules (who may send what, how often, and why):
   These rules make the order between state and deltas irrelevant, so a view
   created or reloaded mid-stream continues without a gap or a duplicate.
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
-  :class:`StopMsg`), :class:`HelloMsg` when a view is rendered, and
+  :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`),
+  :class:`HelloMsg` when a view is rendered, and
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
   them on its main thread (or on a subshell thread with
   ``commsOverSubshells``), so handlers only record or enqueue and never block.
@@ -97,6 +99,18 @@ class StopMsg(TypedDict, total=False):
     id: str
 
 
+class RegenerateMsg(TypedDict):
+    """View -> kernel: stop and drop the last answer, then ask its prompt again."""
+
+    kind: Literal["regenerate"]
+
+
+class ClearMsg(TypedDict):
+    """View -> kernel: stop what runs and forget the conversation."""
+
+    kind: Literal["clear"]
+
+
 class HelloMsg(TypedDict):
     """View -> kernel: a view was rendered; bring it up to date."""
 
@@ -120,5 +134,5 @@ class AckMsg(TypedDict):
     render_ms: float
 
 
-ViewMsg = Union[SendMsg, StopMsg, HelloMsg, ResyncMsg, AckMsg]
+ViewMsg = Union[SendMsg, StopMsg, RegenerateMsg, ClearMsg, HelloMsg, ResyncMsg, AckMsg]
 KernelMsg = DeltaMsg

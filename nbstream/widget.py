@@ -171,6 +171,21 @@ class ChatWidget(anywidget.AnyWidget):  # type: ignore[misc]
         replies = self.replies
         return replies[-1] if replies else None
 
+    def regenerate(self) -> Reply | None:
+        """Stop and drop the last answer, then ask its prompt again."""
+        with self._lock:
+            idx = next((i for i in range(len(self._history) - 1, -1, -1)
+                        if isinstance(self._history[i], Reply)), None)
+            if idx is None:
+                return None
+            last = self._history[idx]
+            assert isinstance(last, Reply)
+            last.cancel()
+            del self._history[idx]
+            if idx > 0 and isinstance(self._history[idx - 1], _UserTurn):
+                del self._history[idx - 1]
+        return self.send(last.prompt)
+
     def clear(self) -> None:
         """Stop what runs and forget the conversation."""
         self.stop()
@@ -234,6 +249,10 @@ class ChatWidget(anywidget.AnyWidget):  # type: ignore[misc]
             elif kind == "stop":
                 rid = content.get("id")
                 self.stop(rid if isinstance(rid, str) else None)
+            elif kind == "regenerate":
+                self.regenerate()
+            elif kind == "clear":
+                self.clear()
             elif kind in ("hello", "resync"):
                 self._pump.request_publish(self._channel)
             elif kind == "ack":

@@ -233,3 +233,18 @@ def test_clear_forgets_the_conversation() -> None:
     w.clear()
     assert w.messages == []
     assert repr(w).endswith("messages=0)")
+
+
+def test_regenerate_replaces_the_last_answer() -> None:
+    answers = iter(["first answer", "second answer"])
+    w = ChatWidget(IteratorSource(lambda m: [next(answers)]))
+    w.send("q").wait(5)
+    w._on_view_msg(w, {"kind": "regenerate"}, [])
+    time.sleep(0.05)
+    r = w.last
+    assert r is not None and r.wait(5) == "second answer"
+    assert [(m["role"], m["content"]) for m in w.messages] == [
+        ("user", "q"), ("assistant", "second answer")]
+    w._on_view_msg(w, {"kind": "clear"}, [])
+    assert w.messages == []
+    assert ChatWidget(ScriptedSource("x")).regenerate() is None
