@@ -15,6 +15,6 @@ from ._version import __version__
 from .logs import set_debug
 from .reply import Reply, ReplyError
 from .stream import Limits
-from .widget import ChatWidget
+from .chat import ChatWidget
 
 __all__ = ["ChatWidget", "Limits", "Reply", "ReplyError", "__version__", "set_debug"]

@@ -43,6 +43,8 @@ class Reply:
         # sees that other's final text
         self._messages = messages
         self.messages: list[ChatMessage] = [] if callable(messages) else list(messages)
+        #: which pane of a Compare widget shows it (None elsewhere)
+        self.pane: int | None = None
 
     def _resolve_messages(self) -> list[ChatMessage]:
         if callable(self._messages):

@@ -1,0 +1,142 @@
+"""ChatWidget: a multi-turn chat with an input box, on any source.
+
+Only the chat's own rules live here (what a send starts, what the source
+sees, regenerate); the pipeline is :class:`~nbstream.widget.StreamingWidget`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import traitlets
+
+from .pump import DEFAULT_INTERVAL
+from .reply import Reply
+from .sources.base import ChatMessage, Source
+from .widget import StreamingWidget, UserTurn
+
+
+def resolve_source(source: Source | None) -> Source:
+    """``source``, or the embedded default model when None; a clear error otherwise."""
+    if source is None:  # the embedded default model, loaded on the first question
+        from .sources.transformers import TransformersSource
+
+        return TransformersSource()
+    if not isinstance(source, Source):
+        raise TypeError(f"expected a nbstream Source, got {type(source).__name__}; "
+                        "wrap a function in IteratorSource")
+    return source
+
+
+class ChatWidget(StreamingWidget):
+    """A chat that streams a source's answers into the notebook.
+
+    ``ChatWidget()`` uses the embedded default model (SmolLM2-135M-Instruct,
+    loaded on the first question). ``ChatWidget(source)`` uses any
+    :class:`~nbstream.sources.Source`. Generation runs on a worker thread;
+    the cell returns at once and the kernel stays free.
+
+    ``interval`` is the flush interval in seconds (the bound on messages per
+    second); ``first_token_timeout``, ``stall_timeout`` and ``total_timeout``
+    end a reply with status ``timeout``; ``max_pending`` bounds the unsent
+    buffer in characters (a faster producer waits).
+    """
+
+    placeholder = traitlets.Unicode("Ask something… (Enter sends, Shift+Enter: new line)").tag(
+        sync=True)
+
+    def __init__(
+        self,
+        source: Source | None = None,
+        *,
+        title: str = "",
+        system_prompt: str | None = None,
+        interval: float = DEFAULT_INTERVAL,
+        first_token_timeout: float | None = None,
+        stall_timeout: float | None = None,
+        total_timeout: float | None = None,
+        max_pending: int = 1 << 20,
+        **kwargs: Any,
+    ) -> None:
+        source = resolve_source(source)
+        super().__init__(title=title, interval=interval, first_token_timeout=first_token_timeout,
+                         stall_timeout=stall_timeout, total_timeout=total_timeout,
+                         max_pending=max_pending, source_label=source.label, mode="chat",
+                         **kwargs)
+        self.source = source
+        self.system_prompt = system_prompt
+
+    # ------------------------------------------------------------- public API
+    def send(self, text: str) -> Reply:  # type: ignore[override]
+        """Ask ``text``; returns a :class:`Reply` at once (generation runs on a worker)."""
+        if not isinstance(text, str):
+            raise TypeError(f"send() takes a str, got {type(text).__name__}")
+        if not text.strip():
+            raise ValueError("send() needs a non-empty prompt")
+        with self._lock:
+            self._new_turn(text)
+            reply = self._new_reply(self.source, text, lambda: self._conversation_before(reply))
+        self._launch(reply)
+        return reply
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The conversation: ``[{"role", "content", "id", "status"}, ...]`` (a copy)."""
+        with self._lock:
+            entries = list(self._history)
+        out: list[dict[str, Any]] = []
+        for e in entries:
+            if isinstance(e, UserTurn):
+                out.append({"role": "user", "content": e.text, "id": e.id, "status": "done"})
+            else:
+                out.append({"role": "assistant", "content": e.text, "id": e.id,
+                            "status": e.status})
+        return out
+
+    def regenerate(self) -> Reply | None:
+        """Stop and drop the last answer, then ask its prompt again."""
+        with self._lock:
+            idx = next((i for i in range(len(self._history) - 1, -1, -1)
+                        if isinstance(self._history[i], Reply)), None)
+            if idx is None:
+                return None
+            last = self._history[idx]
+            assert isinstance(last, Reply)
+            last.cancel()
+            del self._history[idx]
+            if idx > 0 and isinstance(self._history[idx - 1], UserTurn):
+                del self._history[idx - 1]
+        return self.send(last.prompt)
+
+    def __repr__(self) -> str:
+        with self._lock:
+            n = len(self._history)
+        return f"{type(self).__name__}(source={self.source!r}, messages={n})"
+
+    # -------------------------------------------------------------- internals
+    def _conversation_before(self, reply: Reply) -> list[ChatMessage]:
+        """What the source sees: earlier turns (with text) up to ``reply``'s prompt."""
+        msgs: list[ChatMessage] = []
+        if self.system_prompt:
+            msgs.append({"role": "system", "content": self.system_prompt})
+        with self._lock:
+            entries = list(self._history)
+        for e in entries:
+            if e is reply:
+                break
+            if isinstance(e, UserTurn):
+                msgs.append({"role": "user", "content": e.text})
+            elif e.text:
+                msgs.append({"role": "assistant", "content": e.text})
+        return msgs
+
+    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
+        if kind == "send":
+            text = content.get("text")
+            if isinstance(text, str) and text.strip():
+                self.send(text)
+            return True
+        if kind == "regenerate":
+            self.regenerate()
+            return True
+        return super()._on_command(kind, content)
