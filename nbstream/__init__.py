@@ -12,9 +12,23 @@ animation frame, so neither the kernel nor the page freezes.
 """
 
 from ._version import __version__
+from .chat import ChatWidget
+from .compare import Compare
 from .logs import set_debug
+from .magic import load_ipython_extension
 from .reply import Reply, ReplyError
 from .stream import Limits
-from .chat import ChatWidget
+from .streamview import StreamView, stream
 
-__all__ = ["ChatWidget", "Limits", "Reply", "ReplyError", "__version__", "set_debug"]
+__all__ = [
+    "ChatWidget",
+    "Compare",
+    "Limits",
+    "Reply",
+    "ReplyError",
+    "StreamView",
+    "__version__",
+    "load_ipython_extension",
+    "set_debug",
+    "stream",
+]

@@ -67,7 +67,7 @@ class ChatWidget(StreamingWidget):
         self.system_prompt = system_prompt
 
     # ------------------------------------------------------------- public API
-    def send(self, text: str) -> Reply:  # type: ignore[override]
+    def send(self, text: str) -> Reply:
         """Ask ``text``; returns a :class:`Reply` at once (generation runs on a worker)."""
         if not isinstance(text, str):
             raise TypeError(f"send() takes a str, got {type(text).__name__}")

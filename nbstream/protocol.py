@@ -40,7 +40,7 @@ Direction rules (who may send what, how often, and why):
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict, Union
+from typing import Any, Literal, TypedDict
 
 #: Lifecycle of an assistant message. User messages are always ``"done"``.
 Status = Literal[
@@ -134,5 +134,5 @@ class AckMsg(TypedDict):
     render_ms: float
 
 
-ViewMsg = Union[SendMsg, StopMsg, RegenerateMsg, ClearMsg, HelloMsg, ResyncMsg, AckMsg]
+ViewMsg = SendMsg | StopMsg | RegenerateMsg | ClearMsg | HelloMsg | ResyncMsg | AckMsg
 KernelMsg = DeltaMsg

@@ -26,6 +26,7 @@ the callbacks it is given, so a list and a fake clock test it.
 
 from __future__ import annotations
 
+import itertools
 import math
 import threading
 import time
@@ -34,7 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .protocol import FINAL_STATUSES, Status
+from .protocol import Status
 from .sources.base import Cancelled
 
 Clock = Callable[[], float]
@@ -386,7 +387,7 @@ class Stream:
             out["ttft_ms"] = round((times[0] - start) * 1000, 3)
             gen_s = max(end - start, 1e-9)
             out["pieces_per_s"] = round(len(times) / gen_s, 2)
-            gaps = sorted(b - a for a, b in zip(times, times[1:]))
+            gaps = sorted(b - a for a, b in itertools.pairwise(times))
             if gaps:
                 out["gap_p50_ms"] = round(_quantile(gaps, 0.5) * 1000, 3)
                 out["gap_p95_ms"] = round(_quantile(gaps, 0.95) * 1000, 3)
@@ -398,7 +399,7 @@ class Stream:
     def timeline(self) -> tuple[float | None, list[tuple[float, int]], list[Flush]]:
         """(generation start, [(time, chars) per piece], flushes): a copy, for traces."""
         with self._cond:
-            pieces = list(zip(self._piece_times, self._piece_chars))
+            pieces = list(zip(self._piece_times, self._piece_chars, strict=True))
             flushes = [Flush(f.seq, f.first_piece_at, f.sent_at, f.chars, f.acked_at, f.render_ms)
                        for f in self.flushes]
             return self.started_at, pieces, flushes

@@ -92,7 +92,7 @@ class Trace:
         ax.step(sx, sy, where="post", color="#1f77b4", lw=2, label="sent (deltas)")
         acked = [(d.acked, d.chars) for d in self.deltas if d.acked is not None]
         if acked:
-            rx, ry = _cumulative(acked)  # type: ignore[arg-type]
+            rx, ry = _cumulative(acked)
             ax.step(rx, ry, where="post", color="#2ca02c", lw=2, ls="--",
                     label="rendered (acked)")
         for d in self.deltas:

@@ -42,7 +42,8 @@ log = logging.getLogger("nbstream")
 _STATIC = Path(__file__).parent / "static"
 _MISSING_BUNDLE = """
 export default { render({ el }) {
-  el.textContent = "nbstream: the front end is not built (run `make setup`, or `npm run build` in js/).";
+  el.textContent =
+    "nbstream: the front end is not built (run `make setup`, or `npm run build` in js/).";
 } };
 """
 
@@ -80,7 +81,7 @@ def reply_state(reply: Reply) -> MessageState:
 Entry = UserTurn | Reply
 
 
-class StreamingWidget(anywidget.AnyWidget):  # type: ignore[misc]
+class StreamingWidget(anywidget.AnyWidget):
     """Base of every nbstream widget: one channel on the pump, one history.
 
     Subclasses start replies with :meth:`_start` and may handle more view
@@ -181,7 +182,7 @@ class StreamingWidget(anywidget.AnyWidget):  # type: ignore[misc]
         # pump thread only
         with self._lock:
             entries = list(self._history)
-        state: list[MessageState] = [
+        state: list[Any] = [
             e.state() if isinstance(e, UserTurn) else reply_state(e) for e in entries]
         if state != self.conversation:
             self.conversation = state

@@ -8,6 +8,7 @@ background thread, so this also checks that ipykernel routes those messages.
 
 from __future__ import annotations
 
+import itertools
 import queue
 import statistics
 import time
@@ -129,7 +130,7 @@ chat = ChatWidget(ScriptedSource(TEXT, rate=2000), interval=0.04)
     # bounded rate: one delta per 40 ms (+ the leading edge), plus a few state updates
     assert len(deltas) <= duration / 0.04 + 2
     assert len(msgs) <= duration / 0.04 + 8
-    gaps = [b - a for (a, _), (b, _) in zip(deltas, deltas[1:])]
+    gaps = [b - a for (a, _), (b, _) in itertools.pairwise(deltas)]
     print(f"\n3000 pieces at 2000/s: {len(msgs)} comm messages ({len(deltas)} deltas) in "
           f"{duration:.2f} s = {len(msgs) / duration:.1f}/s; median gap "
           f"{statistics.median(gaps) * 1000:.1f} ms; probe answered in {probe_s * 1000:.0f} ms")

@@ -6,8 +6,8 @@ import matplotlib
 
 matplotlib.use("Agg")
 
-from nbstream import ChatWidget  # noqa: E402
-from nbstream.sources import ScriptedSource  # noqa: E402
+from nbstream import ChatWidget
+from nbstream.sources import ScriptedSource
 
 TEXT = " ".join(f"t{i}" for i in range(200))
 

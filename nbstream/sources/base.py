@@ -60,7 +60,7 @@ class Source(ABC):
         """False while :meth:`prepare` still has slow work to do."""
         return True
 
-    def prepare(self) -> None:
+    def prepare(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Load whatever is slow to load. Called on the worker thread, once."""
 
     @abstractmethod

@@ -12,6 +12,7 @@ generator's ``finally`` blocks run and an HTTP stream is released.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Sequence
 from typing import Any
@@ -30,7 +31,7 @@ class IteratorSource(Source):
             raise TypeError("IteratorSource needs a function messages -> iterable of str; "
                             "use nbstream.stream(iterable) for a ready-made iterable")
         self.fn = fn
-        self._label = label or getattr(fn, "__name__", "iterator")
+        self._label: str = label or str(getattr(fn, "__name__", "iterator"))
 
     @property
     def label(self) -> str:
@@ -97,10 +98,8 @@ def _drain_async(produced: AsyncIterable[str], emit: Emit, cancel: threading.Eve
         finally:
             aclose = getattr(it, "aclose", None)
             if aclose is not None:
-                try:
+                with contextlib.suppress(RuntimeError):  # already running / closed
                     await aclose()
-                except RuntimeError:  # already running / closed
-                    pass
 
     loop = asyncio.new_event_loop()
     try:

@@ -1,0 +1,157 @@
+"""StreamView and stream(): one live stream of text under a cell.
+
+Most streaming in notebooks is not a chat: one completion appearing live
+under a cell. :class:`StreamView` shows one reply from any source, or from
+any iterable / async iterable of strings, with the same pipeline as the chat
+(coalescing, bounded rate, per-frame rendering, Markdown, stop, metrics).
+It is its own handle: ``.text``, ``.status``, ``.wait()``, ``.stop()``,
+``.stats``.
+
+:func:`stream` builds one, displays it and returns it. Returning a widget
+from the last line of a cell would display it a second time, so a StreamView
+shown by :func:`stream` skips the display of that same cell's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterable, Iterable, Sequence
+from typing import Any
+
+from .pump import DEFAULT_INTERVAL
+from .reply import Reply
+from .sources.base import ChatMessage, Source
+from .sources.iterator import IteratorSource
+from .trace import Trace
+from .widget import StreamingWidget
+
+SourceLike = Source | Iterable[str] | AsyncIterable[str]
+
+
+def as_source(obj: Any) -> Source:
+    """A :class:`Source` for a source, an iterable or an async iterable of str."""
+    if isinstance(obj, Source):
+        return obj
+    if isinstance(obj, (str, bytes)):
+        raise TypeError("stream() got a plain string; to type out a fixed text use "
+                        "ScriptedSource(text), or pass an iterable of pieces")
+    if hasattr(obj, "__aiter__") or hasattr(obj, "__iter__"):
+        used: list[bool] = []
+
+        def once(_messages: Sequence[ChatMessage]) -> Any:
+            if used:
+                raise RuntimeError("this iterable was already consumed; pass a Source "
+                                   "(e.g. IteratorSource(fn)) to stream more than once")
+            used.append(True)
+            return obj
+
+        return IteratorSource(once, label=type(obj).__name__)
+    raise TypeError(f"cannot stream a {type(obj).__name__}: pass a Source, an iterable "
+                    "or an async iterable of str")
+
+
+def _execution_count() -> int | None:
+    try:
+        from IPython import get_ipython
+    except ImportError:  # pragma: no cover
+        return None
+    ip = get_ipython()
+    return None if ip is None else int(ip.execution_count)
+
+
+class StreamView(StreamingWidget):
+    """One live stream of text (see module docstring)."""
+
+    def __init__(
+        self,
+        source: SourceLike,
+        prompt: str | None = None,
+        *,
+        messages: Sequence[ChatMessage] | None = None,
+        system_prompt: str | None = None,
+        title: str = "",
+        show_prompt: bool = True,
+        interval: float = DEFAULT_INTERVAL,
+        first_token_timeout: float | None = None,
+        stall_timeout: float | None = None,
+        total_timeout: float | None = None,
+        max_pending: int = 1 << 20,
+        **kwargs: Any,
+    ) -> None:
+        src = as_source(source)
+        super().__init__(title=title, interval=interval, first_token_timeout=first_token_timeout,
+                         stall_timeout=stall_timeout, total_timeout=total_timeout,
+                         max_pending=max_pending, source_label=src.label, mode="stream",
+                         **kwargs)
+        self.source = src
+        convo: list[ChatMessage] = list(messages or [])
+        if system_prompt:
+            convo.insert(0, {"role": "system", "content": system_prompt})
+        if prompt is not None:
+            convo.append({"role": "user", "content": prompt})
+        self._shown_at: int | None = None
+        with self._lock:
+            if prompt is not None and show_prompt:
+                self._new_turn(prompt)
+            self.reply: Reply = self._new_reply(src, prompt or "", convo)
+        self._launch(self.reply)
+
+    # the handle
+    @property
+    def text(self) -> str:
+        """The text so far."""
+        return self.reply.text
+
+    @property
+    def status(self) -> str:
+        """queued, loading, running, done, stopped, error or timeout."""
+        return self.reply.status
+
+    @property
+    def stats(self) -> dict[str, Any]:
+        """Figures of the stream (see ``Reply.stats``)."""
+        return self.reply.stats
+
+    def wait(self, timeout: float | None = None) -> str:
+        """Block until the stream ends; return its text (see ``Reply.wait``)."""
+        return self.reply.wait(timeout)
+
+    def trace(self) -> Trace:
+        """The produced / sent / rendered timeline."""
+        return self.reply.trace()
+
+    def plot(self, ax: Any = None) -> Any:
+        """Draw the timeline with matplotlib."""
+        return self.reply.plot(ax)
+
+    def __repr__(self) -> str:
+        return f"StreamView(source={self.source!r})"
+
+    def _ipython_display_(self) -> None:
+        if self._shown_at is not None and self._shown_at == _execution_count():
+            return  # stream() already showed it in this cell
+        _show(self)
+
+
+def _show(view: StreamView) -> None:
+    from IPython.display import display
+
+    bundle = view._repr_mimebundle_()
+    if bundle is not None:
+        data, metadata = bundle
+        display(data, metadata=metadata, raw=True)  # type: ignore[no-untyped-call]
+
+
+def stream(source: SourceLike, prompt: str | None = None, **kwargs: Any) -> StreamView:
+    """Show one live stream under the cell and return its handle.
+
+    ``source`` is a :class:`~nbstream.sources.Source` (given ``prompt`` as the
+    user's message), or any iterable or async iterable of str. Keyword
+    arguments go to :class:`StreamView` (``title``, ``system_prompt``,
+    ``interval``, time limits...). Headless (nbclient, nbval) it streams the
+    same way; nothing waits for a browser.
+    """
+    view = StreamView(source, prompt, **kwargs)
+    if _execution_count() is not None:  # in IPython: show it under the cell
+        _show(view)
+        view._shown_at = _execution_count()
+    return view
