@@ -40,16 +40,16 @@ class Reply:
         self.source = source
         self.prompt = prompt
         # resolved when generation starts, so that a reply queued behind another
-        # sees that other's final text
+        # sees that other's final text; not kept afterwards (a long conversation
+        # would otherwise hold a copy of itself per reply)
         self._messages = messages
-        self.messages: list[ChatMessage] = [] if callable(messages) else list(messages)
         #: which pane of a Compare widget shows it (None elsewhere)
         self.pane: int | None = None
 
     def _resolve_messages(self) -> list[ChatMessage]:
-        if callable(self._messages):
-            self.messages = list(self._messages())
-        return self.messages
+        msgs = self._messages
+        self._messages = ()  # once: also breaks the reply <-> closure cycle
+        return list(msgs() if callable(msgs) else msgs)
 
     @property
     def id(self) -> str:
@@ -134,6 +134,9 @@ def run_reply(reply: Reply) -> None:
             return
         stream.set_status("running")
         source.generate(reply._resolve_messages(), stream.put, stream.cancel_event)
+        figures = source.last_stats
+        if isinstance(figures, dict) and isinstance(figures.get("tokens"), int):
+            stream.tokens = figures["tokens"]
     except Cancelled:
         pass
     except BaseException as exc:

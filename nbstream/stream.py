@@ -127,6 +127,8 @@ class Stream:
         self._last_piece_at: float | None = None
         self.flushes: list[Flush] = []
         self.discarded_chars = 0
+        #: tokens generated, when the source reports them (else pieces stand in)
+        self.tokens: int | None = None
         self.backpressure_waits = 0
         self.backpressure_s = 0.0
         self._done = threading.Event()
@@ -387,6 +389,9 @@ class Stream:
             out["ttft_ms"] = round((times[0] - start) * 1000, 3)
             gen_s = max(end - start, 1e-9)
             out["pieces_per_s"] = round(len(times) / gen_s, 2)
+            if self.tokens is not None:
+                out["tokens"] = self.tokens
+                out["tokens_per_s"] = round(self.tokens / gen_s, 2)
             gaps = sorted(b - a for a, b in itertools.pairwise(times))
             if gaps:
                 out["gap_p50_ms"] = round(_quantile(gaps, 0.5) * 1000, 3)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
-from typing import TypedDict
+from typing import Any, TypedDict
 
 
 class ChatMessage(TypedDict):
@@ -45,6 +45,9 @@ class Source(ABC):
 
     #: how many replies of this source's lane may run at once
     concurrency: int = 1
+    #: figures of the latest ``generate()`` (e.g. ``{"tokens": 42}``), for sources
+    #: that know more than their pieces; read after generate() on the same lane
+    last_stats: Any = None
 
     @property
     def label(self) -> str:

@@ -1,0 +1,152 @@
+"""Failure handling through the widget: timeouts, stalls, floods, churn."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import time
+import tracemalloc
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from nbstream import ChatWidget
+from nbstream.sources import IteratorSource, ScriptedSource
+from nbstream.sources.base import ChatMessage
+
+TEXT = " ".join(f"w{i}" for i in range(500))
+
+
+def test_first_token_timeout() -> None:
+    w = ChatWidget(ScriptedSource("late", rate=1000, stall_after=0, stall_for=5),
+                   first_token_timeout=0.3)
+    r = w.send("go")
+    t0 = time.monotonic()
+    assert r.wait(5) == ""
+    assert r.status == "timeout"
+    assert time.monotonic() - t0 < 1.5
+    time.sleep(0.05)
+    assert w.conversation[-1]["status"] == "timeout"
+    assert w.conversation[-1]["error"] == "no first token after 0.3 s"
+
+
+def test_stall_timeout_keeps_the_text_so_far() -> None:
+    w = ChatWidget(ScriptedSource(TEXT, rate=1000, stall_after=20, stall_for=5),
+                   stall_timeout=0.3)
+    r = w.send("go")
+    r.wait(5)
+    assert r.status == "timeout"
+    assert TEXT.startswith(r.text) and r.text.count(" ") >= 10
+    time.sleep(0.05)
+    assert w.conversation[-1]["error"] == "no token for 0.3 s"
+
+
+def test_total_timeout() -> None:
+    w = ChatWidget(ScriptedSource(TEXT, rate=100), total_timeout=0.4)
+    r = w.send("go")
+    r.wait(5)
+    assert r.status == "timeout"
+    assert 0 < len(r.text) < len(TEXT)
+
+
+def test_timeout_frees_the_lane_for_the_next_reply() -> None:
+    src = ScriptedSource(TEXT, rate=1000, stall_after=1, stall_for=30)
+    w = ChatWidget(src, stall_timeout=0.2)
+    first = w.send("a")
+    first.wait(5)
+    assert first.status == "timeout"
+    w.source = ScriptedSource("next one", rate=1000)
+    assert w.send("b").wait(5) == "next one"
+
+
+def test_loading_does_not_count_against_the_first_token_timeout() -> None:
+    class Slow(ScriptedSource):
+        loaded = False
+
+        @property
+        def prepared(self) -> bool:
+            return self.loaded
+
+        def prepare(self) -> None:
+            time.sleep(0.5)
+            self.loaded = True
+
+    w = ChatWidget(Slow("hi there", rate=1000), first_token_timeout=0.3)
+    r = w.send("go")
+    time.sleep(0.2)
+    assert r.status == "loading"
+    assert r.wait(5) == "hi there"
+    assert r.status == "done"
+
+
+def test_a_producer_far_faster_than_the_drain_keeps_memory_bounded_and_loses_nothing() -> None:
+    chunk = "x" * 1000
+    n = 5000  # 5 MB produced as fast as Python can
+
+    def flood(_: Sequence[ChatMessage]) -> Iterator[str]:
+        for _ in range(n):
+            yield chunk
+
+    w = ChatWidget(IteratorSource(flood), max_pending=64_000, interval=0.01)
+    sent: list[int] = []
+    lock = threading.Lock()
+
+    def wire(msg: dict[str, object], buffers: object = None) -> None:
+        if msg.get("method") == "custom":
+            with lock:
+                sent.append(len(msg["content"]["text"]))  # type: ignore[index]
+
+    w._send = wire  # type: ignore[method-assign]
+    r = w.send("go")
+    r.wait(60)
+    assert r.status == "done"
+    assert len(r.text) == n * len(chunk)  # no lost text
+    stats = r.stats
+    assert stats["backpressure_waits"] > 10  # the producer was really held back
+    assert max(sent) <= 64_000 + len(chunk)  # never more than the buffer in one delta
+
+
+def test_100_start_stop_cycles_do_not_grow_memory_or_threads() -> None:
+    w = ChatWidget(ScriptedSource(TEXT, rate=2000))
+
+    def cycles(k: int) -> None:
+        for _ in range(k):
+            r = w.send("go")
+            time.sleep(0.003)
+            r.cancel()
+            r.wait(2)
+        w.clear()
+
+    cycles(20)  # warm up caches
+    time.sleep(0.2)
+    gc.collect()
+    threads = threading.active_count()
+    tracemalloc.start()
+    before = tracemalloc.take_snapshot()
+    cycles(100)
+    time.sleep(0.2)  # let the last worker unwind
+    gc.collect()
+    after = tracemalloc.take_snapshot()
+    tracemalloc.stop()
+    grown = sum(s.size_diff for s in after.compare_to(before, "filename"))
+    assert grown < 512 * 1024, f"memory grew by {grown} bytes over 100 cycles"
+    assert threading.active_count() <= threads
+
+
+@pytest.mark.parametrize("where", ["emit", "generate"])
+def test_a_source_raising_mid_stream_is_reported_and_logged(
+    where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken(_: Sequence[ChatMessage]) -> Iterator[str]:
+        yield "partial "
+        yield "text"
+        raise ConnectionError("server went away")
+
+    w = ChatWidget(IteratorSource(broken))
+    with caplog.at_level("WARNING", logger="nbstream"):
+        r = w.send("go")
+        with pytest.raises(Exception, match="server went away"):
+            r.wait(5)
+    assert r.text == "partial text"
+    assert isinstance(r.error, ConnectionError)
+    assert any("server went away" in rec.getMessage() for rec in caplog.records)
