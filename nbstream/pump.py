@@ -12,8 +12,9 @@ widget in order, keeps the total message rate under one budget (Jupyter's
 server drops IOPub messages above ``iopub_msg_rate_limit``, 1000/s by default,
 counted over all comms), and lets the budget be shared fairly: the flush
 interval of every stream is ``max(interval, active_streams / max_rate)``, so
-8 streams at the default 25/s each stay at 200 messages/s, and more streams
-get proportionally longer intervals rather than more messages.
+8 streams at the default 25/s each share the budget, and more streams
+get proportionally longer intervals rather than more messages (the budget
+is 180 deltas/s, leaving room for state updates under ~200 messages/s).
 
 Rhythm (leading edge + bounded rate, as in tqdm and rich.live): the first
 piece of a stream is sent at once, because time to first token is what makes
@@ -51,7 +52,7 @@ log = logging.getLogger("nbstream.pump")
 #: default flush interval per stream, seconds (25 messages/s)
 DEFAULT_INTERVAL = 0.04
 #: default budget of messages per second for all widgets together
-DEFAULT_MAX_RATE = 200.0
+DEFAULT_MAX_RATE = 180.0  # leaves room under ~200/s for state updates
 #: flow control: deltas a view may leave unacknowledged before the pump waits
 DEFAULT_WINDOW = 4
 #: longest flush interval flow control may choose, seconds
