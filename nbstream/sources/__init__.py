@@ -1,7 +1,8 @@
 """Sources of text pieces: one module per kind.
 
 ``TransformersSource`` is imported on first use, so that ``import nbstream``
-does not import torch.
+does not import torch; so are ``OpenAISource`` and ``SourceError``, so that
+httpx (the ``openai`` extra) is needed only by those who use them.
 """
 
 from __future__ import annotations
@@ -10,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 from .base import Cancelled, ChatMessage, Emit, Source
 from .iterator import IteratorSource
+from .replay import Recorder, Recording, RecordingError, ReplaySource, record
 from .scripted import ScriptedFailure, ScriptedSource
 
 if TYPE_CHECKING:
+    from .openai import OpenAISource, SourceError
     from .transformers import TransformersSource
 
 __all__ = [
@@ -20,10 +23,17 @@ __all__ = [
     "ChatMessage",
     "Emit",
     "IteratorSource",
+    "OpenAISource",
+    "Recorder",
+    "Recording",
+    "RecordingError",
+    "ReplaySource",
     "ScriptedFailure",
     "ScriptedSource",
     "Source",
+    "SourceError",
     "TransformersSource",
+    "record",
 ]
 
 
@@ -32,4 +42,8 @@ def __getattr__(name: str) -> Any:
         from .transformers import TransformersSource
 
         return TransformersSource
+    if name in ("OpenAISource", "SourceError"):
+        from . import openai
+
+        return getattr(openai, name)
     raise AttributeError(f"module 'nbstream.sources' has no attribute {name!r}")

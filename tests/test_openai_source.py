@@ -1,0 +1,406 @@
+"""OpenAISource against real local HTTP servers.
+
+Two servers, both real processes on 127.0.0.1 (see ``_servers.py``):
+
+* a small standard-library server speaking the OpenAI streaming wire format,
+  which misbehaves on demand (HTTP errors, no ``[DONE]``, stalls, malformed
+  chunks, dying mid-stream): started in well under a second;
+* ``transformers serve`` on the converted embedded SmolLM2 model (marked
+  ``model``: it loads the model, ~15 s, once for the module).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _servers import DEFAULT_PIECES, ServerProcess, free_port, start_fake_server
+
+from nbstream import ChatWidget, ReplyError
+from nbstream.sources import Cancelled, OpenAISource, SourceError
+from nbstream.sources.base import ChatMessage
+
+pytestmark = pytest.mark.server
+
+MSGS: list[ChatMessage] = [{"role": "user", "content": "hi"}]
+EXPECTED = "".join(DEFAULT_PIECES)
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[ServerProcess]:
+    server = start_fake_server()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def doomed() -> Iterator[ServerProcess]:
+    """A fake server of its own, for a test that kills it."""
+    server = start_fake_server()
+    yield server
+    server.stop()
+
+
+def collect(source: OpenAISource, *, cancel_after: int | None = None,
+            cancel_in: float | None = None,
+            on_piece: Callable[[list[str]], None] | None = None,
+            ) -> tuple[list[str], BaseException | None, float]:
+    """Run ``generate``; return (pieces, exception raised or None, seconds after a cancel)."""
+    pieces: list[str] = []
+    cancel = threading.Event()
+    cancelled_at: list[float] = []
+
+    def set_cancel() -> None:
+        cancelled_at.append(time.monotonic())
+        cancel.set()
+
+    def emit(piece: str) -> None:
+        pieces.append(piece)
+        if on_piece is not None:
+            on_piece(pieces)
+        if cancel_after is not None and len(pieces) >= cancel_after and not cancel.is_set():
+            set_cancel()
+
+    timer = threading.Timer(cancel_in, set_cancel) if cancel_in is not None else None
+    if timer is not None:
+        timer.start()
+    error: BaseException | None = None
+    try:
+        source.generate(MSGS, emit, cancel)
+    except (Cancelled, SourceError) as exc:
+        error = exc
+    finally:
+        if timer is not None:
+            timer.cancel()
+    after = time.monotonic() - cancelled_at[0] if cancelled_at else 0.0
+    return pieces, error, after
+
+
+def wait_for(predicate: Callable[[], Any], timeout: float = 5.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.02)
+
+
+def last_request(server: ServerProcess) -> dict[str, Any]:
+    return server.requests()[-1]
+
+
+# ------------------------------------------------------------------ the fake server
+def test_streams_the_pieces_and_passes_options_through(fake: ServerProcess) -> None:
+    source = OpenAISource("fake", fake.base_url, temperature=0, max_tokens=5, seed=1,
+                          stop=["\n\n"])
+    pieces, error, _ = collect(source)
+    assert error is None
+    assert pieces == DEFAULT_PIECES  # the role-only and finish chunks emit nothing
+    assert source.last_stats == {"tokens": len(DEFAULT_PIECES), "prompt_tokens": 5}
+    seen = last_request(fake)
+    assert seen["path"] == "/v1/chat/completions"
+    assert seen["accept"] == "text/event-stream"
+    assert seen["body"] == {"model": "fake", "messages": MSGS, "stream": True,
+                            "temperature": 0, "max_tokens": 5, "seed": 1, "stop": ["\n\n"]}
+
+
+def test_a_stream_without_done_ends_cleanly(fake: ServerProcess) -> None:
+    pieces, error, _ = collect(OpenAISource("fake-nodone", fake.base_url))
+    assert error is None
+    assert pieces == DEFAULT_PIECES
+
+
+@pytest.mark.parametrize(
+    ("model", "status", "says"),
+    [
+        ("fake-401", 401, "Incorrect API key provided"),
+        ("fake-500", 500, "the model crashed: CUDA out of memory"),
+        ("fake-502-html", 502, "502 Bad Gateway nginx"),
+    ],
+)
+def test_http_errors_carry_the_status_and_the_servers_message(
+        fake: ServerProcess, model: str, status: int, says: str) -> None:
+    pieces, error, _ = collect(OpenAISource(model, fake.base_url))
+    assert pieces == []
+    assert isinstance(error, SourceError)
+    assert error.status_code == status
+    message = str(error)
+    assert f"HTTP {status}" in message and says in message
+    assert fake.base_url in message
+    assert len(message) < 400  # a long error page is trimmed
+    assert "<" not in message  # and stripped of its tags
+
+
+def test_a_json_answer_instead_of_a_stream_is_an_error(fake: ServerProcess) -> None:
+    _, error, _ = collect(OpenAISource("fake-json", fake.base_url))
+    assert isinstance(error, SourceError)
+    assert "not a stream of server-sent events" in str(error)
+    assert "application/json" in str(error)
+
+
+def test_a_malformed_chunk_is_an_error_after_the_good_ones(fake: ServerProcess) -> None:
+    pieces, error, _ = collect(OpenAISource("fake-badjson", fake.base_url))
+    assert pieces == DEFAULT_PIECES[:2]
+    assert isinstance(error, SourceError)
+    assert "malformed JSON in event 4" in str(error)
+    assert '"oops"' in str(error)
+
+
+@pytest.mark.parametrize("model", ["fake-error-event", "fake-error-event-text"])
+def test_an_error_event_mid_stream_is_an_error(fake: ServerProcess, model: str) -> None:
+    pieces, error, _ = collect(OpenAISource(model, fake.base_url))
+    assert pieces == DEFAULT_PIECES[:2]
+    assert isinstance(error, SourceError)
+    assert "backend overloaded, try again" in str(error)
+
+
+def test_reasoning_is_dropped_unless_asked_for(fake: ServerProcess) -> None:
+    pieces, error, _ = collect(OpenAISource("fake-reasoning", fake.base_url))
+    assert error is None and pieces == DEFAULT_PIECES
+    pieces, error, _ = collect(OpenAISource("fake-reasoning", fake.base_url,
+                                            include_reasoning=True))
+    assert error is None
+    assert "".join(pieces) == "Let me think.\n\n" + EXPECTED
+
+
+def test_cancel_mid_stream_closes_the_connection(fake: ServerProcess) -> None:
+    source = OpenAISource("fake", fake.base_url, x_pieces=[f" w{i}" for i in range(100)],
+                          x_delay=0.05)
+    pieces, error, after = collect(source, cancel_after=3)
+    assert isinstance(error, Cancelled)
+    assert pieces == [" w0", " w1", " w2"]
+    assert after < 1.0
+    seen = wait_for(lambda: last_request(fake)["disconnected"] and last_request(fake))
+    assert seen, "the server never saw the client go"
+    assert not seen["finished"]
+    assert seen["disconnect_s"] < 2.0  # 100 pieces would take 5 s
+
+
+@pytest.mark.parametrize("model", ["fake-stall", "fake-stall-headers"])
+def test_cancel_while_the_server_stalls_returns_promptly(fake: ServerProcess, model: str
+                                                         ) -> None:
+    """Blocked reading (mid-body, or waiting for the headers): the watcher closes it."""
+    pieces, error, after = collect(OpenAISource(model, fake.base_url), cancel_in=0.4)
+    assert isinstance(error, Cancelled)
+    assert pieces == (DEFAULT_PIECES[:2] if model == "fake-stall" else [])
+    assert after < 0.5
+    seen = wait_for(lambda: last_request(fake)["disconnected"] and last_request(fake))
+    assert seen and seen["model"] == model
+
+
+def test_a_cancel_before_the_request_sends_nothing(fake: ServerProcess) -> None:
+    before = len(fake.requests())
+    cancel = threading.Event()
+    cancel.set()
+    with pytest.raises(Cancelled):
+        OpenAISource("fake", fake.base_url).generate(MSGS, lambda p: None, cancel)
+    assert len(fake.requests()) == before
+
+
+def test_a_stalled_server_times_out(fake: ServerProcess) -> None:
+    pieces, error, _ = collect(OpenAISource("fake-stall", fake.base_url, timeout=0.3))
+    assert pieces == DEFAULT_PIECES[:2]
+    assert isinstance(error, SourceError)
+    assert "sent nothing for 0.3 s after 2 pieces" in str(error)
+
+
+def test_an_unreachable_server_is_a_clear_error() -> None:
+    source = OpenAISource("m", f"http://127.0.0.1:{free_port()}/v1", api_key="sk-hidden")
+    _, error, _ = collect(source)
+    assert isinstance(error, SourceError)
+    assert "cannot reach m at http://127.0.0.1:" in str(error)
+    assert "Connection refused" in str(error)
+    assert "sk-hidden" not in str(error)
+
+
+@pytest.mark.parametrize("how", ["killed by the test", "killed itself"])
+def test_a_server_killed_mid_stream_is_an_error_keeping_the_pieces(
+        doomed: ServerProcess, how: str) -> None:
+    if how == "killed itself":
+        source = OpenAISource("fake-die", doomed.base_url, x_die_after=3)
+        pieces, error, _ = collect(source)
+    else:
+        source = OpenAISource("fake", doomed.base_url, x_delay=0.05,
+                              x_pieces=[f" w{i}" for i in range(100)])
+        pieces, error, _ = collect(
+            source, on_piece=lambda got: doomed.kill() if len(got) == 3 else None)
+    assert not doomed.alive()
+    assert len(pieces) == 3
+    assert isinstance(error, SourceError)
+    message = str(error)
+    assert "was lost after 3 pieces" in message and "did the server stop?" in message
+
+
+def test_the_api_key_comes_from_the_environment_and_never_shows(
+        fake: ServerProcess, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-test-0123456789secret"
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    source = OpenAISource("fake", fake.base_url, temperature=0.5)
+    assert secret not in repr(source) and secret not in source.label
+    assert secret not in repr(ChatWidget(source))
+    _, error, _ = collect(source)
+    assert error is None
+    assert last_request(fake)["authorization"] == f"Bearer {secret}"
+
+    _, error, _ = collect(OpenAISource("fake-401", fake.base_url))
+    assert isinstance(error, SourceError) and secret not in str(error)
+
+    collect(OpenAISource("fake", fake.base_url, api_key="sk-explicit"))
+    assert last_request(fake)["authorization"] == "Bearer sk-explicit"
+
+    monkeypatch.delenv("OPENAI_API_KEY")
+    collect(OpenAISource("fake", fake.base_url))
+    assert last_request(fake)["authorization"] is None
+
+    # credentials in the URL are used (basic auth) but not shown either
+    with_password = fake.base_url.replace("http://", "http://me:hunter2@")
+    source = OpenAISource("fake", with_password)
+    assert "hunter2" not in repr(source) and source.base_url == fake.base_url
+    _, error, _ = collect(source)
+    assert error is None
+    assert last_request(fake)["authorization"] == "Basic bWU6aHVudGVyMg=="
+
+
+def test_repr_label_lane_and_concurrency() -> None:
+    a = OpenAISource("llama-3-8b", "http://gpu-box:8000/v1/", api_key="sk-x", temperature=0,
+                     max_tokens=64)
+    assert repr(a) == ("OpenAISource('llama-3-8b', base_url='http://gpu-box:8000/v1', "
+                       "max_tokens=64, temperature=0)")
+    assert a.label == "llama-3-8b"
+    assert a.concurrency == 4
+    assert a.url == "http://gpu-box:8000/v1/chat/completions"
+    b = OpenAISource("llama-3-8b", "http://gpu-box:8000/v1", concurrency=16, seed=3)
+    assert a.lane_key() == b.lane_key() == ("openai", "http://gpu-box:8000/v1", "llama-3-8b")
+    assert b.concurrency == 16
+    assert OpenAISource("other", "http://gpu-box:8000/v1").lane_key() != a.lane_key()
+    # a local folder (transformers serve) is shown by its name
+    assert OpenAISource("/models/SmolLM2-135M-Instruct/").label == "SmolLM2-135M-Instruct"
+    assert OpenAISource("org/model", label="mine").label == "mine"
+    # a full endpoint URL is accepted too
+    assert OpenAISource("m", "http://h:1/v1/chat/completions").base_url == "http://h:1/v1"
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "error"),
+    [
+        (("m", "ftp://host/v1"), {}, ValueError),
+        (("m", "not a url"), {}, ValueError),
+        (("",), {}, ValueError),
+        (("m",), {"concurrency": 0}, ValueError),
+        (("m",), {"stream": False}, TypeError),
+        (("m",), {"messages": []}, TypeError),
+    ],
+)
+def test_bad_arguments_are_refused(args: tuple[str, ...], kwargs: dict[str, Any],
+                                   error: type[Exception]) -> None:
+    with pytest.raises(error):
+        OpenAISource(*args, **kwargs)
+
+
+def test_a_chat_widget_streams_from_the_server(fake: ServerProcess) -> None:
+    w = ChatWidget(OpenAISource("fake-nodone", fake.base_url, x_delay=0.01))
+    try:
+        r = w.send("hi")
+        assert r.wait(10) == EXPECTED
+        assert r.status == "done"
+        assert r.stats["pieces"] == len(DEFAULT_PIECES)
+        assert last_request(fake)["body"]["messages"][-1] == {"role": "user", "content": "hi"}
+    finally:
+        w.close()
+
+
+def test_a_chat_widget_keeps_the_partial_text_when_the_server_dies(doomed: ServerProcess
+                                                                  ) -> None:
+    w = ChatWidget(OpenAISource("fake-die", doomed.base_url, x_die_after=3))
+    try:
+        r = w.send("hi")
+        with pytest.raises(ReplyError):
+            r.wait(10)
+        assert r.status == "error"
+        assert r.text == "".join(DEFAULT_PIECES[:3])
+        assert isinstance(r.error, SourceError)
+        assert "was lost after 3 pieces" in str(r.error)
+    finally:
+        w.close()
+
+
+# ------------------------------------------------------------ transformers serve
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
+    """``transformers serve`` on the converted embedded model; (server, model name)."""
+    from _servers import start_transformers_serve
+
+    from nbstream.default_model import default_model_path
+
+    folder = default_model_path()
+    log = tmp_path_factory.mktemp("serve") / "transformers-serve.log"
+    server = start_transformers_serve(folder, log)
+    yield server, str(folder)
+    server.stop()
+
+
+GREEDY: dict[str, Any] = {"temperature": 0, "seed": 0, "max_tokens": 6}
+
+
+@pytest.fixture(scope="module")
+def greedy_answer(serve: tuple[ServerProcess, str]) -> list[str]:
+    server, model = serve
+    pieces, error, _ = collect(OpenAISource(model, server.base_url, **GREEDY))
+    assert error is None, error
+    return pieces
+
+
+@pytest.mark.model
+def test_transformers_serve_streams_a_greedy_answer(
+        serve: tuple[ServerProcess, str], greedy_answer: list[str]) -> None:
+    server, model = serve
+    assert 1 <= len(greedy_answer) <= GREEDY["max_tokens"]
+    assert "".join(greedy_answer).strip()
+    source = OpenAISource(model, server.base_url, **GREEDY)
+    again, error, _ = collect(source)
+    assert error is None
+    assert again == greedy_answer  # greedy: the same pieces every time
+    # transformers serve reports its usage in the last chunk
+    assert source.last_stats is not None
+    assert 1 <= source.last_stats["tokens"] <= GREEDY["max_tokens"]
+
+
+@pytest.mark.model
+def test_transformers_serve_in_a_chat_widget(
+        serve: tuple[ServerProcess, str], greedy_answer: list[str]) -> None:
+    server, model = serve
+    source = OpenAISource(model, server.base_url, **GREEDY)
+    assert source.label == Path(model).name
+    w = ChatWidget(source)
+    try:
+        r = w.send("hi")
+        assert r.wait(120) == "".join(greedy_answer)
+        assert r.status == "done"
+    finally:
+        w.close()
+
+
+@pytest.mark.model
+def test_transformers_serve_rejects_an_unknown_model(serve: tuple[ServerProcess, str]) -> None:
+    server, _ = serve
+    _, error, _ = collect(OpenAISource("no-such-model", server.base_url))
+    assert isinstance(error, SourceError)
+    assert error.status_code == 400
+    assert "no-such-model" in str(error)
+
+
+@pytest.mark.model
+def test_transformers_serve_cancel_mid_stream(serve: tuple[ServerProcess, str]) -> None:
+    server, model = serve
+    source = OpenAISource(model, server.base_url, temperature=0, max_tokens=200)
+    pieces, error, after = collect(source, cancel_after=2)
+    assert isinstance(error, Cancelled)
+    assert len(pieces) == 2
+    assert after < 1.0
+    # the server is still fine afterwards
+    _, error, _ = collect(OpenAISource(model, server.base_url, temperature=0, max_tokens=1))
+    assert error is None
