@@ -1,7 +1,7 @@
 """Sources of text pieces: one module per kind.
 
 ``TransformersSource`` is imported on first use, so that ``import nbstream``
-does not import torch; so are ``OpenAISource`` and ``SourceError``, so that
+does not import torch; so is ``OpenAISource``, so that
 httpx (the ``openai`` extra) is needed only by those who use them.
 """
 
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Cancelled, ChatMessage, Emit, Source
+from .base import Cancelled, ChatMessage, Emit, Source, SourceError
 from .iterator import IteratorSource
 from .replay import Recorder, Recording, RecordingError, ReplaySource, record
 from .scripted import ScriptedFailure, ScriptedSource
 
 if TYPE_CHECKING:
-    from .openai import OpenAISource, SourceError
+    from .openai import OpenAISource
     from .transformers import TransformersSource
 
 __all__ = [
@@ -42,7 +42,7 @@ def __getattr__(name: str) -> Any:
         from .transformers import TransformersSource
 
         return TransformersSource
-    if name in ("OpenAISource", "SourceError"):
+    if name == "OpenAISource":
         from . import openai
 
         return getattr(openai, name)

@@ -34,6 +34,21 @@ class Cancelled(Exception):
     """Raised by ``emit`` after the reply was stopped; sources let it propagate."""
 
 
+class SourceError(RuntimeError):
+    """A source failed in a way worth a clear message: unreachable, an HTTP error,
+    a broken or cut stream.
+
+    ``status_code`` is the HTTP status when a server answered with an error,
+    ``body`` the start of what it said (both None otherwise).
+    """
+
+    def __init__(self, message: str, *, status_code: int | None = None,
+                 body: str | None = None) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.body = body
+
+
 class Source(ABC):
     """Base class of every source.
 

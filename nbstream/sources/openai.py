@@ -52,7 +52,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from .._version import __version__
-from .base import Cancelled, ChatMessage, Emit, Source
+from .base import Cancelled, ChatMessage, Emit, Source, SourceError
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAISource", "SourceError"]
 
@@ -67,20 +67,6 @@ _POLL = 0.05
 _TRIM = 240
 _MAX_ERROR_BODY = 64 * 1024
 _TAG = re.compile(r"<[^>]*>")
-
-
-class SourceError(RuntimeError):
-    """A remote source failed: unreachable, an HTTP error, a broken or cut stream.
-
-    ``status_code`` is the HTTP status when the server answered with an error,
-    ``body`` the start of what it said (both None otherwise).
-    """
-
-    def __init__(self, message: str, *, status_code: int | None = None,
-                 body: str | None = None) -> None:
-        super().__init__(message)
-        self.status_code = status_code
-        self.body = body
 
 
 class OpenAISource(Source):
