@@ -128,6 +128,7 @@ class Pump:
     def add_stream(self, ch: Channel, stream: Stream) -> None:
         """Let the pump flush ``stream`` through ``ch``, and publish the new message."""
         stream.on_wake = lambda s: self.wake()
+        stream.on_status = lambda s: self.request_publish(ch)
         with self._cond:
             ch.streams.append(stream)
             ch.dirty = True

@@ -94,6 +94,8 @@ class Stream:
         self._cond = threading.Condition()
         #: called (without the lock held) when the pump should look at this stream
         self.on_wake: Callable[[Stream], None] = lambda s: None
+        #: called (without the lock held) when the status changed: the view must hear of it
+        self.on_status: Callable[[Stream], None] = lambda s: None
         self.interval = 0.04  # set by the pump
         #: flow control, set by the pump: deltas that may be unacknowledged (None: no limit)
         self.window: int | None = None
@@ -168,10 +170,12 @@ class Stream:
         with self._cond:
             if self._final or self._finishing:
                 return
+            changed = self._status != status
             self._status = status
             if status == "running" and self.started_at is None:
                 self.started_at = self._clock()
-        self.on_wake(self)
+        if changed:
+            self.on_status(self)
 
     def finish(self) -> None:
         """The producer ended normally; the pump sends the rest and marks it done."""

@@ -248,3 +248,32 @@ def test_regenerate_replaces_the_last_answer() -> None:
     w._on_view_msg(w, {"kind": "clear"}, [])
     assert w.messages == []
     assert ChatWidget(ScriptedSource("x")).regenerate() is None
+
+
+def test_every_status_change_reaches_the_view() -> None:
+    class Slow(ScriptedSource):
+        loaded = False
+
+        @property
+        def prepared(self) -> bool:
+            return self.loaded
+
+        def prepare(self) -> None:
+            time.sleep(0.1)
+            self.loaded = True
+
+    w = ChatWidget(Slow(TEXT, rate=2000))
+    wire = Wire(w)
+    r = w.send("go")
+    r.wait(10)
+    time.sleep(0.05)
+    seen = [s[-1]["status"] for s in wire.states() if s and s[-1]["id"] == r.id]
+    assert seen[0] == "queued" or seen[0] == "loading"
+    assert "loading" in seen and "running" in seen and seen[-1] == "done"
+    assert seen.index("loading") < seen.index("running")
+    # and "running" arrived while deltas were still coming, not only at the end
+    with wire.lock:
+        msgs = list(wire.msgs)
+    first_running = next(i for i, m in enumerate(msgs) if m.get("method") == "update"
+                         and m["state"]["conversation"][-1]["status"] == "running")
+    assert any(m.get("method") == "custom" for m in msgs[first_running:])
