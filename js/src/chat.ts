@@ -6,7 +6,7 @@
  * (buffer.ts), which says whether a frame is due or a resync must be sent; the
  * frame loop (frame.ts) renders the buffer's changes into the view (view.ts)
  * once per animation frame and acks what it rendered. User actions from the
- * view go to the kernel as `send` and `stop` messages.
+ * view go to the kernel as `send`, `stop`, `regenerate` and `clear` messages.
  *
  * Everything here runs on the browser's main thread, in model callbacks and
  * animation frames; nothing blocks.
@@ -20,14 +20,19 @@ import {
   type FrameScheduler,
   newCounters,
 } from "./frame";
+import { browserIdle, type IdleScheduler } from "./highlight";
 import { type ChatTraits, isDeltaMsg, STATE_TRAIT, type ViewMsg } from "./protocol";
-import { ChatView } from "./view";
+import { ChatView, type MarkdownMode, type Summary } from "./view";
 
 export interface MountOptions {
   /** frame scheduler; the browser's `requestAnimationFrame` by default */
   scheduler?: FrameScheduler;
   /** monotonic clock in ms; `performance.now` by default */
   now?: () => number;
+  /** idle-time scheduler for code highlighting; the browser's by default, null: none */
+  idle?: IdleScheduler | null;
+  /** how assistant messages render ("full": the naive way, for benchmarks) */
+  markdown?: MarkdownMode;
 }
 
 /** The root element, with the counters that tests and benchmarks read. */
@@ -44,34 +49,56 @@ export function mountChat(
   options: MountOptions = {},
 ): () => void {
   const doc = el.ownerDocument;
-  const scheduler = options.scheduler ?? browserScheduler(doc.defaultView ?? window);
+  const win = doc.defaultView ?? window;
+  const scheduler = options.scheduler ?? browserScheduler(win);
   const now = options.now ?? (() => performance.now());
+  const idle = options.idle === undefined ? browserIdle(win) : options.idle;
   const counters = newCounters();
   const conversation = new Conversation();
   const send = (msg: ViewMsg): void => model.send(msg);
 
-  const view = new ChatView(doc, {
-    send: (prompt) => send({ kind: "send", text: prompt }),
-    stop: () => {
-      const active = conversation.firstActive();
-      if (active === undefined) {
-        return false;
-      }
-      send({ kind: "stop", id: active.id });
-      return true;
+  const view = new ChatView(
+    doc,
+    {
+      send: (prompt) => send({ kind: "send", text: prompt }),
+      stop: () => {
+        const active = conversation.firstActive();
+        if (active === undefined) {
+          return false;
+        }
+        send({ kind: "stop", id: active.id });
+        return true;
+      },
+      regenerate: () => send({ kind: "regenerate" }),
+      clear: () => send({ kind: "clear" }),
     },
-  });
+    {
+      idle,
+      markdown: options.markdown ?? "incremental",
+      onChars: (delta) => {
+        counters.chars += delta;
+      },
+    },
+  );
   (view.root as ChatRoot).__nbstream = counters;
 
-  const render = (announce = true) => {
+  const summary = (): Summary => {
+    const all = conversation.list();
+    return {
+      active: conversation.firstActive() !== undefined,
+      hasReply: all.some((e) => e.role === "assistant"),
+      empty: all.length === 0,
+    };
+  };
+  const render = (t: number, announce = true) => {
     const changes = conversation.take();
     if (changes === null) {
       return null;
     }
-    view.paint(changes, conversation.firstActive() !== undefined, announce);
+    view.paint(changes, summary(), t, announce);
     return changes.acks;
   };
-  const loop = new FrameLoop({ scheduler, now, render: () => render(), ack: send, counters });
+  const loop = new FrameLoop({ scheduler, now, render: (t) => render(t), ack: send, counters });
 
   const onState = (): void => {
     if (conversation.applyState(model.get(STATE_TRAIT))) {
@@ -109,7 +136,7 @@ export function mountChat(
   // The saved or current conversation is shown at once, not a frame later,
   // and without announcing its statuses.
   conversation.applyState(model.get(STATE_TRAIT));
-  render(false);
+  render(now(), false);
   send({ kind: "hello" });
 
   return () => {

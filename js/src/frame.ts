@@ -33,10 +33,12 @@ export interface Counters {
   acks: number;
   /** resyncs sent */
   resyncs: number;
+  /** characters of message text shown now, over all messages (benchmarks read it per frame) */
+  chars: number;
 }
 
 export function newCounters(): Counters {
-  return { renders: 0, frames: 0, deltas: 0, acks: 0, resyncs: 0 };
+  return { renders: 0, frames: 0, deltas: 0, acks: 0, resyncs: 0, chars: 0 };
 }
 
 /** The browser's scheduler; a timer stands in where frames do not exist. */
@@ -58,10 +60,10 @@ export interface FrameDeps {
   /** a monotonic clock in milliseconds (`performance.now`) */
   now: () => number;
   /**
-   * Does the frame's DOM work. Returns the acks it owes, or null when nothing
-   * was pending and the DOM was not touched.
+   * Does the frame's DOM work (`now`: the frame's start on the clock). Returns
+   * the acks it owes, or null when nothing was pending and the DOM was not touched.
    */
-  render: () => readonly { readonly id: string; readonly seq: number }[] | null;
+  render: (now: number) => readonly { readonly id: string; readonly seq: number }[] | null;
   /** sends an ack to the kernel */
   ack: (msg: AckMsg) => void;
   counters: Counters;
@@ -102,7 +104,7 @@ export class FrameLoop {
     const { counters, now, render, ack } = this.deps;
     counters.frames++;
     const start = now();
-    const acks = render();
+    const acks = render(start);
     if (acks === null) {
       return;
     }

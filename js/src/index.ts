@@ -11,6 +11,17 @@ import type { ChatTraits } from "./protocol";
 /** Nothing is shared between the views of one model. */
 const initialize: Initialize<ChatTraits> = () => undefined;
 
-const render: Render<ChatTraits> = ({ model, el }) => mountChat(model, el);
+/**
+ * Benchmarks compare with the naive way by setting
+ * `window.__nbstreamOptions = { markdown: "full" }` before a view renders.
+ */
+function markdownMode(el: HTMLElement): "incremental" | "full" {
+  const opts = (el.ownerDocument.defaultView as { __nbstreamOptions?: { markdown?: unknown } })
+    ?.__nbstreamOptions;
+  return opts?.markdown === "full" ? "full" : "incremental";
+}
+
+const render: Render<ChatTraits> = ({ model, el }) =>
+  mountChat(model, el, { markdown: markdownMode(el) });
 
 export default { initialize, render };

@@ -9,8 +9,9 @@
  *   (or when a view asked to be brought up to date), never per token.
  * - Kernel -> view, custom messages: {@link DeltaMsg}, at most one per stream
  *   per flush interval. Each message numbers its deltas from 1.
- * - View -> kernel, custom messages: {@link SendMsg} and {@link StopMsg}
- *   (user commands), {@link HelloMsg} when a view renders, {@link ResyncMsg}
+ * - View -> kernel, custom messages: {@link SendMsg}, {@link StopMsg},
+ *   {@link RegenerateMsg} and {@link ClearMsg} (user commands), {@link HelloMsg}
+ *   when a view renders, {@link ResyncMsg}
  *   on a sequence gap or an unknown message, {@link AckMsg} after the frame
  *   that rendered a delta.
  *
@@ -74,6 +75,16 @@ export interface StopMsg {
   id?: string;
 }
 
+/** View -> kernel: stop and drop the last answer, then ask its prompt again. */
+export interface RegenerateMsg {
+  kind: "regenerate";
+}
+
+/** View -> kernel: stop what runs and forget the conversation. */
+export interface ClearMsg {
+  kind: "clear";
+}
+
 /** View -> kernel: a view was rendered; bring it up to date. */
 export interface HelloMsg {
   kind: "hello";
@@ -94,7 +105,7 @@ export interface AckMsg {
   render_ms: number;
 }
 
-export type ViewMsg = SendMsg | StopMsg | HelloMsg | ResyncMsg | AckMsg;
+export type ViewMsg = SendMsg | StopMsg | RegenerateMsg | ClearMsg | HelloMsg | ResyncMsg | AckMsg;
 export type KernelMsg = DeltaMsg;
 
 /** The synced trait that holds the conversation (a list of {@link MessageState}). */

@@ -12,13 +12,14 @@
  * Cuts fall only between deltas or right after a newline, never inside a
  * character (the kernel never splits one across deltas).
  */
+import type { Sink } from "./incremental";
 
 /** Extend the last Text node while it is shorter than this. */
 export const NODE_MAX = 1024;
 /** Start a new segment at the first newline once a segment is this long. */
 export const SEG_MAX = 2048;
 
-export class TextSink {
+export class TextSink implements Sink {
   private seg: HTMLElement | null = null;
   private segLength = 0;
   private node: Text | null = null;
@@ -33,6 +34,9 @@ export class TextSink {
     this.segLength = 0;
     this.append(text);
   }
+
+  /** Plain text has nothing left open. */
+  finish(): void {}
 
   /** Shows `text` after what is shown. */
   append(text: string): void {

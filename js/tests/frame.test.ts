@@ -108,9 +108,14 @@ describe("frames in a mounted chat", () => {
       { kind: "ack", id: "a", seq: 50, render_ms: 1 },
       { kind: "ack", id: "b", seq: 20, render_ms: 1 },
     ]);
-    const text = (id: string) => el.querySelector(`[data-id="${id}"] .nbs-text`)?.textContent;
-    expect(text("a")).toBe(Array.from({ length: 50 }, (_, i) => `a${i + 1} `).join(""));
-    expect(text("b")).toBe(Array.from({ length: 20 }, (_, i) => `b${i + 1} `).join(""));
+    // assistant text is Markdown: one paragraph, trailing space trimmed
+    const text = (id: string) =>
+      el.querySelector(`[data-id="${id}"] .nbs-text`)?.textContent?.trim();
+    expect(text("a")).toBe(Array.from({ length: 50 }, (_, i) => `a${i + 1}`).join(" "));
+    expect(text("b")).toBe(Array.from({ length: 20 }, (_, i) => `b${i + 1}`).join(" "));
+    const raw = (id: string, n: number) => Array.from({ length: n }, (_, i) => `${id}${i + 1} `);
+    const shown = "hi".length + raw("a", 50).join("").length + raw("b", 20).join("").length;
+    expect(root.__nbstream.chars).toBe(shown);
 
     // Nothing pending: no frame is requested, and none touches the DOM.
     expect(frames.pending).toBe(0);

@@ -53,6 +53,8 @@ describe("protocol mirrors protocol.py", () => {
     const view: Record<ViewMsg["kind"], true> = {
       send: true,
       stop: true,
+      regenerate: true,
+      clear: true,
       hello: true,
       resync: true,
       ack: true,

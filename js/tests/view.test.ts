@@ -4,7 +4,7 @@ import type { Entry } from "../src/buffer";
 import { type ChatRoot, mountChat } from "../src/chat";
 import widget from "../src/index";
 import type { MessageState } from "../src/protocol";
-import { statusLabel } from "../src/view";
+import { statusLabel } from "../src/status";
 import { FakeFrames, FakeModel, message } from "./fakes";
 
 const HOSTILE = `<img src=x onerror=alert(1)><script>alert(2)</script><a href="javascript:x" data-commandlinker-command="notebook:run-all-cells">click</a>`;
@@ -63,7 +63,9 @@ describe("render", () => {
     expect(v.msg("u1")).toMatchObject({ dataset: { role: "user", status: "done" } });
     expect(v.msg("a1")).toMatchObject({ dataset: { role: "assistant", status: "done" } });
     expect(v.text("u1")).toBe("Hi?");
-    expect(v.text("a1")).toBe("Hello!");
+    expect(v.text("a1")?.trim()).toBe("Hello!");
+    expect(v.msg("a1").querySelector(".nbs-text.nbs-md")?.innerHTML).toBe("<p>Hello!</p>\n");
+    expect(v.msg("u1").querySelector(".nbs-text")?.classList.contains("nbs-md")).toBe(false);
     expect(v.status("a1")).toBe("done · 3 tokens");
     expect(v.frames.pending).toBe(0);
   });
@@ -109,7 +111,8 @@ describe("untrusted text", () => {
       }),
     ]);
     v.frames.frame();
-    expect(v.text("a")).toBe(HOSTILE + HOSTILE);
+    // raw HTML in the Markdown is escaped: shown as the text it is
+    expect(v.text("a")?.trim()).toBe(HOSTILE + HOSTILE);
     expect(v.status("a")).toBe(`error: ${HOSTILE}`);
     expect(v.msg("a").querySelector("details pre")?.textContent).toBe(HOSTILE);
     expect(v.$(".nbs-title").textContent).toBe(HOSTILE);
@@ -121,6 +124,7 @@ describe("untrusted text", () => {
       "BUTTON",
       "DETAILS",
       "DIV",
+      "P",
       "PRE",
       "SPAN",
       "SUMMARY",
@@ -170,6 +174,7 @@ describe("input", () => {
     const v = mount([message("a", { status: "running" })]);
     v.model.drain("hello");
     v.input.value = "queue me";
+    v.input.dispatchEvent(new Event("input"));
     v.send.click();
     expect(v.model.drain("send")).toEqual([{ kind: "send", text: "queue me" }]);
     expect(v.send.getAttribute("aria-label")).toBeTruthy();
@@ -230,7 +235,16 @@ describe("status", () => {
     [{ status: "done" }, "done"],
     [
       { status: "done", stats: { tokens: 42, tokens_per_s: 19.96 } },
-      "done · 42 tokens · 20.0 tok/s",
+      "done · 42 tokens · 20.0 tokens/s",
+    ],
+    [
+      { status: "done", stats: { ttft_ms: 123.4, pieces: 1234, pieces_per_s: 250.4 } },
+      "done · TTFT 123 ms · 1,234 pieces · 250 pieces/s",
+    ],
+    [{ status: "done", stats: { ttft_ms: 2345, pieces: 1 } }, "done · TTFT 2.35 s · 1 piece"],
+    [
+      { status: "stopped", stats: { pieces: 7, pieces_per_s: 3.5 } },
+      "stopped · 7 pieces · 3.5 pieces/s",
     ],
     [{ status: "done", stats: { tokens: 1, tokens_per_s: "fast" } }, "done · 1 token"],
     [{ status: "stopped", text: "part" }, "stopped"],

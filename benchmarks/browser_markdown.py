@@ -1,0 +1,235 @@
+"""Browser benchmark: a long Markdown answer streamed into a real JupyterLab page.
+
+A ScriptedSource types ~20,000 pieces (words) of Markdown with headings,
+lists, tables and code blocks at 2,000 pieces/s into a ChatWidget in
+JupyterLab, in headless Chromium; the page records long tasks, frames, every
+DOM update of the widget and the token-to-pixel lag (tests/browser/markdown_bench.mjs).
+The same text then goes through the naive way, a full re-render of the whole
+answer per frame, for comparison. Prints a table of medians; not a timed test.
+
+    .venv/bin/python benchmarks/browser_markdown.py                 # 20,000 pieces at 2,000/s
+    .venv/bin/python benchmarks/browser_markdown.py --pieces 5000 --repeat 3 --json out.json
+
+Needs what the browser tests need: node, tests/browser/node_modules, /usr/bin/chromium.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+BROWSER_DIR = REPO / "tests" / "browser"
+
+
+def bench_markdown(pieces: int, seed: int = 7) -> str:
+    """A Markdown answer of exactly ``pieces`` word-pieces (as ScriptedSource splits it).
+
+    At high rates the source may emit a few words at once when it wakes up late,
+    so the stream may count slightly fewer pieces than this.
+    """
+    import random
+    import re
+
+    rng = random.Random(seed)
+    words = [
+        "the", "model", "streams", "tokens", "into", "a", "notebook", "while", "the",
+        "kernel", "stays", "free", "and", "the", "view", "renders", "once", "per", "frame",
+        "so", "that", "long", "answers", "never", "freeze", "the", "page",
+    ]  # fmt: skip
+
+    def para(n: int) -> str:
+        return " ".join(rng.choice(words) for _ in range(n))
+
+    blocks: list[str] = []
+    count = 0
+    section = 0
+    while count < pieces:
+        section += 1
+        code = "\n".join(
+            f"def step_{section}_{i}(x, y={i}):\n    return x * y + {i}  # {para(3)}"
+            for i in range(5)
+        )
+        table = "| name | value | note |\n|:-----|------:|------|\n" + "\n".join(
+            f"| {rng.choice(words)} | {rng.randint(1, 999)} | {para(2)} |" for _ in range(4)
+        )
+        parts = [
+            f"## Section {section}: {para(3)}",
+            f"{para(40)} with `inline code`, **bold {para(2)}** and a [link](https://example.com/{section}).",
+            "\n".join(f"- {para(6)}" + (f"\n  - {para(4)}" if i == 1 else "") for i in range(4)),
+            f"```python\n{code}\n```",
+            table,
+            f"> {para(20)}",
+            f"{para(30)}.",
+        ]
+        block = "\n\n".join(parts) + "\n\n"
+        blocks.append(block)
+        count += len(re.findall(r"\s*\S+|\s+", block))
+    text = "".join(blocks)
+    return "".join(re.findall(r"\s*\S+|\s+", text)[:pieces])
+
+
+def notebook_cells(pieces: int, rate: float, timeline: str) -> list[str]:
+    """Cell 0: the widget; cell 1: write the last reply's timeline (wall clock) to ``timeline``."""
+    source = inspect.getsource(bench_markdown)
+    widget = (
+        f"{source}\n"
+        "from nbstream import ChatWidget\n"
+        "from nbstream.sources import ScriptedSource\n"
+        f"TEXT = bench_markdown({pieces})\n"
+        f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}))\n"
+        "chat"
+    )
+    dump = (
+        "import json, time\n"
+        "_r = chat.last\n"
+        "_start, _pieces, _flushes = _r._stream.timeline()\n"
+        "_off = time.time() - time.monotonic()\n"
+        "_t0 = (_pieces[0][0] + _off) * 1000 if _pieces else 0.0\n"
+        f"with open({timeline!r}, 'w') as f:\n"
+        "    json.dump({'t0_ms': _t0,\n"
+        "               'offsets_ms': [round((t + _off) * 1000 - _t0, 2) for t, _ in _pieces],\n"
+        "               'chars': [n for _, n in _pieces], 'stats': _r.stats,\n"
+        "               'status': _r.status}, f)\n"
+        "print('timeline written')"
+    )
+    return [widget, dump]
+
+
+def run_node(lab: Any, name: str, params: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run tests/browser/<name>.mjs against ``lab``; the JSON of its last stdout line."""
+    from conftest import ARTIFACTS, CHROMIUM, OFFLINE_ENV
+
+    env = {
+        **os.environ,
+        **OFFLINE_ENV,
+        "NBS_URL": lab.url,
+        "NBS_TOKEN": lab.token,
+        "NBS_PARAMS": json.dumps(params),
+        "NBS_ARTIFACTS": str(ARTIFACTS),
+        "NBS_ARTIFACT": f"bench-{params.get('mode', name)}",
+        "NBS_CHROMIUM": CHROMIUM,
+        "NBS_TIMEOUT_MS": str(int((timeout - 10) * 1000)),
+    }
+    proc = subprocess.run(
+        ["node", str(BROWSER_DIR / f"{name}.mjs")],
+        cwd=BROWSER_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    lines = [line for line in proc.stdout.splitlines() if line.strip()]
+    result = json.loads(lines[-1]) if lines else {}
+    if proc.returncode != 0 or not result.get("ok"):
+        raise RuntimeError(
+            f"{name} failed ({proc.returncode}): {result.get('error')}\n{proc.stderr[-3000:]}"
+        )
+    return dict(result)
+
+
+def run_mode(lab: Any, mode: str, pieces: int, rate: float, rep: int) -> dict[str, Any]:
+    name = f"bench-{mode}-{rep}.ipynb"
+    timeline = f"bench-{mode}-{rep}.timeline.json"
+    path = lab.write_notebook(name, notebook_cells(pieces, rate, timeline))
+    try:
+        return run_node(
+            lab,
+            "markdown_bench",
+            {"notebook": path, "timeline": timeline, "mode": mode, "timeout_ms": 300_000},
+            timeout=420,
+        )
+    finally:
+        lab.shutdown_kernels()
+
+
+#: (column title, path into a result, format)
+COLUMNS: list[tuple[str, tuple[str, ...], str]] = [
+    ("long tasks", ("long_tasks", "count"), "{:.0f}"),
+    ("longest ms", ("long_tasks", "max_ms"), "{:.0f}"),
+    ("frames", ("frames", "count"), "{:.0f}"),
+    ("gap p95 ms", ("frames", "gap_p95_ms"), "{:.1f}"),
+    ("gap max ms", ("frames", "gap_max_ms"), "{:.0f}"),
+    ("DOM upd/frame max", ("dom_updates", "per_frame_max"), "{:.0f}"),
+    ("records/upd p50", ("dom_updates", "records_p50"), "{:.0f}"),
+    ("records/upd max", ("dom_updates", "records_max"), "{:.0f}"),
+    ("lag p50 ms", ("lag_ms", "p50"), "{:.0f}"),
+    ("lag p95 ms", ("lag_ms", "p95"), "{:.0f}"),
+    ("lag max ms", ("lag_ms", "max"), "{:.0f}"),
+    ("last lag ms", ("lag_ms", "last"), "{:.0f}"),
+    ("stream s", ("stream_ms",), "{:.1f}"),
+]
+
+
+def _get(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
+    x: Any = result
+    for key in path:
+        x = x.get(key) if isinstance(x, dict) else None
+    return float(x) if isinstance(x, (int, float)) else None
+
+
+def table(results: dict[str, list[dict[str, Any]]]) -> str:
+    rows = [["mode", *[c[0] for c in COLUMNS]]]
+    for mode, runs in results.items():
+        row = [mode]
+        for _title, path, fmt in COLUMNS:
+            values = [v for r in runs if (v := _get(r, path)) is not None]
+            if path == ("stream_ms",):
+                values = [v / 1000 for v in values]
+            row.append(fmt.format(statistics.median(values)) if values else "-")
+        rows.append(row)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [" | ".join(cell.rjust(w) for cell, w in zip(r, widths, strict=True)) for r in rows]
+    lines.insert(1, "-+-".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--pieces", type=int, default=20_000, help="pieces (words) of Markdown")
+    ap.add_argument("--rate", type=float, default=2_000.0, help="pieces per second")
+    ap.add_argument("--modes", default="incremental,full", help="incremental, full")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per mode (medians reported)")
+    ap.add_argument("--json", type=Path, help="also write every run's figures here")
+    args = ap.parse_args(argv)
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from conftest import start_jupyterlab
+
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    results: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    with tempfile.TemporaryDirectory(prefix="nbs-bench-") as tmp:
+        root = Path(tmp) / "root"
+        root.mkdir()
+        with start_jupyterlab(root, Path(tmp) / "home") as lab:
+            for rep in range(args.repeat):
+                for mode in modes:
+                    r = run_mode(lab, mode, args.pieces, args.rate, rep)
+                    results[mode].append(r)
+                    print(
+                        f"[{mode} #{rep + 1}] {r['pieces']} pieces, {r['chars']} chars, "
+                        f"status {r['status']}, long tasks {r['long_tasks']}, "
+                        f"lag {r['lag_ms']}",
+                        file=sys.stderr,
+                    )
+    print(
+        f"\n{args.pieces:,} pieces of Markdown at {args.rate:,.0f} pieces/s into JupyterLab "
+        f"(headless Chromium); medians of {args.repeat} run(s)\n"
+    )
+    print(table(results))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

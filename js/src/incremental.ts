@@ -1,0 +1,316 @@
+/**
+ * Incremental Markdown rendering of one streaming message: owns the DOM inside
+ * its container (`div.nbs-text.nbs-md`).
+ *
+ * The text is cut in two at a top-level block boundary:
+ *
+ *   [ frozen chunks ............................ | open tail ]
+ *     rendered once, never touched again           re-rendered per frame
+ *
+ * Each frame parses only the tail (text after the last cut). When the tail
+ * holds a top-level block that starts at line L > 0, and lines L and L + 1 are
+ * complete (end in a newline), everything before line L is final: no later
+ * text can change how it parses (block parsing in CommonMark goes line by
+ * line; the only look-ahead that can end a preceding block is a table's
+ * delimiter row, one line down, hence L + 1). That prefix becomes a frozen
+ * chunk: parsed and rendered once on its own, its nodes appended for good.
+ * So a frame costs what the open tail costs (usually one block), not what the
+ * answer costs. A single block that stays open (one huge list, table, fence or
+ * paragraph) is re-rendered while it grows; the cost follows that block.
+ *
+ * Reference-style links are the one thing that reaches backwards: a
+ * definition (`[x]: url`) anywhere applies to the whole text. Every parse
+ * starts from the definitions of the frozen chunks; when a newly frozen
+ * chunk defines a label no one knew, the earlier chunks are rendered again
+ * (rare: once per new label).
+ *
+ * DOM updates are minimal: the new nodes are compared with the shown ones,
+ * block by block (`isEqualNode`), and only the blocks that differ are
+ * replaced. A block that moves from the tail into a frozen chunk keeps its
+ * node. Once the text is complete ({@link MarkdownSink.finish}) the tail is
+ * frozen too, and the result equals a one-shot render of the whole text
+ * ({@link renderOnce}); the property tests check this for random splits.
+ *
+ * Line breaks are normalized as markdown-it does (CRLF and CR to LF), holding
+ * back a trailing CR that may be the first half of a CRLF split across deltas.
+ * Runs on the browser's main thread, inside the frame loop's render.
+ */
+import {
+  type MarkdownEnv,
+  parse,
+  type References,
+  renderHtml,
+  renderTokens,
+  type Token,
+} from "./markdown";
+import { sanitize } from "./sanitize";
+
+/** What renders the text of one message into its container. */
+export interface Sink {
+  /** Shows `text` instead of whatever was shown; `complete`: it will not grow. */
+  replace(text: string, complete?: boolean): void;
+  /** Shows `text` after what is shown. */
+  append(text: string): void;
+  /** The text is complete: render what was open as closed. */
+  finish(): void;
+}
+
+export interface MarkdownOptions {
+  /** called for each `code` element of a closed code block once it is in the DOM */
+  onClosedCode?: (code: HTMLElement) => void;
+}
+
+interface Chunk {
+  text: string;
+  nodes: Node[];
+}
+
+/** Where the open tail starts: its offset in the tail text, and its first token. */
+interface Cut {
+  offset: number;
+  index: number;
+}
+
+/**
+ * The last safe cut in `tail`: before the last top-level block that starts on
+ * a line L > 0 with lines L and L + 1 complete; {0, 0} when there is none.
+ */
+export function findCut(tail: string, tokens: readonly Token[]): Cut {
+  const starts = [0];
+  for (let i = tail.indexOf("\n"); i !== -1; i = tail.indexOf("\n", i + 1)) {
+    starts.push(i + 1);
+  }
+  for (let k = tokens.length - 1; k > 0; k--) {
+    const t = tokens[k] as Token;
+    if (t.level !== 0 || t.nesting === -1 || !t.map) {
+      continue;
+    }
+    const line = t.map[0];
+    // line L + 1 is complete when a line starts after it
+    if (line > 0 && line + 2 < starts.length) {
+      return { offset: starts[line] as number, index: k };
+    }
+  }
+  return { offset: 0, index: 0 };
+}
+
+function normalize(text: string): string {
+  return text.replace(/\r\n?/g, "\n").replace(/\0/g, "\uFFFD");
+}
+
+/** A whole Markdown text, rendered and sanitized in one go (the reference for the above). */
+export function renderOnce(doc: Document, text: string): DocumentFragment {
+  return sanitize(doc, renderHtml(text));
+}
+
+/**
+ * The naive way, for benchmarks only: every render parses, sanitizes and
+ * replaces the whole text. Its cost grows with the answer.
+ */
+export class FullSink implements Sink {
+  private text = "";
+
+  constructor(private readonly el: HTMLElement) {}
+
+  replace(text: string): void {
+    this.text = text;
+    this.el.replaceChildren(renderOnce(this.el.ownerDocument, this.text));
+  }
+
+  append(text: string): void {
+    this.replace(this.text + text);
+  }
+
+  finish(): void {}
+}
+
+/** Calls `fn` with each closed code block's `code` element among `nodes`. */
+function eachCode(nodes: readonly Node[], fn: (code: HTMLElement) => void): void {
+  for (const node of nodes) {
+    if (node.nodeType === 1) {
+      for (const code of (node as Element).querySelectorAll<HTMLElement>("pre > code")) {
+        fn(code);
+      }
+    }
+  }
+}
+
+export class MarkdownSink implements Sink {
+  /** the normalized text shown (a held-back CR excluded) */
+  private text = "";
+  private heldCR = false;
+  /** length of the text rendered in frozen chunks */
+  private frozen = 0;
+  private readonly chunks: Chunk[] = [];
+  private refs: References = {};
+  /** nodes of the open tail, in order, after the chunks' nodes */
+  private tail: Node[] = [];
+  private finished = false;
+  /** length of the tail parsed by the latest render (what a frame costs) */
+  lastTailChars = 0;
+  /** how many times earlier chunks were rendered again (new reference labels) */
+  rebuilds = 0;
+
+  constructor(
+    private readonly el: HTMLElement,
+    private readonly options: MarkdownOptions = {},
+  ) {}
+
+  replace(text: string, complete = false): void {
+    this.el.textContent = "";
+    this.text = "";
+    this.heldCR = false;
+    this.frozen = 0;
+    this.chunks.length = 0;
+    this.refs = {};
+    this.tail = [];
+    this.finished = false;
+    this.push(text);
+    if (complete) {
+      this.finish();
+    } else {
+      this.update(false);
+    }
+  }
+
+  append(text: string): void {
+    if (this.finished) {
+      // A complete text that grows after all (a state entry extending it): start over.
+      this.replace(this.text + text);
+      return;
+    }
+    this.push(text);
+    this.update(false);
+  }
+
+  finish(): void {
+    if (this.finished) {
+      return;
+    }
+    if (this.heldCR) {
+      this.heldCR = false;
+      this.text += "\n";
+    }
+    this.update(true);
+    this.finished = true;
+  }
+
+  /** The source text rendered so far (normalized), for tests. */
+  get source(): string {
+    return this.text;
+  }
+
+  private push(raw: string): void {
+    let s = this.heldCR ? `\r${raw}` : raw;
+    this.heldCR = s.endsWith("\r");
+    if (this.heldCR) {
+      s = s.slice(0, -1);
+    }
+    this.text += normalize(s);
+  }
+
+  /** One render: parse the tail, freeze what became final, re-render the rest. */
+  private update(final: boolean): void {
+    const doc = this.el.ownerDocument;
+    const tail = this.text.slice(this.frozen);
+    this.lastTailChars = tail.length;
+    const env: MarkdownEnv = { references: { ...this.refs } };
+    const tokens = parse(tail, env);
+    const cut = final ? { offset: tail.length, index: tokens.length } : findCut(tail, tokens);
+
+    let chunk: Chunk | null = null;
+    let chunkNodes: Node[] = [];
+    let chunkRefs: References = {};
+    if (cut.offset > 0) {
+      let html: string;
+      if (cut.index === tokens.length) {
+        // The parse saw exactly the chunk's text: reuse it.
+        html = renderTokens(tokens, env);
+        chunkRefs = env.references ?? {};
+      } else {
+        const chunkEnv: MarkdownEnv = { references: { ...this.refs } };
+        html = renderTokens(parse(tail.slice(0, cut.offset), chunkEnv), chunkEnv);
+        chunkRefs = chunkEnv.references ?? {};
+      }
+      chunkNodes = [...sanitize(doc, html).childNodes];
+      chunk = { text: tail.slice(0, cut.offset), nodes: [] };
+    }
+    const rest = cut.index < tokens.length ? renderTokens(tokens.slice(cut.index), env) : "";
+    const next = [...chunkNodes, ...sanitize(doc, rest).childNodes];
+    this.reconcile(next);
+    if (chunk !== null) {
+      chunk.nodes = next.slice(0, chunkNodes.length);
+      this.tail = next.slice(chunkNodes.length);
+      this.chunks.push(chunk);
+      this.frozen += chunk.text.length;
+      const learned = this.learn(chunkRefs);
+      if (learned && this.chunks.length > 1) {
+        this.rebuild();
+      } else {
+        this.closed(chunk.nodes);
+      }
+    } else {
+      this.tail = next;
+    }
+  }
+
+  /** Makes the nodes after the frozen chunks equal `next`, keeping equal ones (updates `next`). */
+  private reconcile(next: Node[]): void {
+    const old = this.tail;
+    let i = 0;
+    while (i < old.length && i < next.length && (old[i] as Node).isEqualNode(next[i] as Node)) {
+      next[i] = old[i] as Node;
+      i++;
+    }
+    for (let j = i; j < old.length; j++) {
+      this.el.removeChild(old[j] as Node);
+    }
+    if (i < next.length) {
+      const fragment = this.el.ownerDocument.createDocumentFragment();
+      for (let j = i; j < next.length; j++) {
+        fragment.appendChild(next[j] as Node);
+      }
+      this.el.appendChild(fragment);
+    }
+  }
+
+  /** Adds the definitions of labels not yet known; returns whether there were any. */
+  private learn(refs: References): boolean {
+    let learned = false;
+    for (const label of Object.keys(refs)) {
+      if (!Object.hasOwn(this.refs, label)) {
+        this.refs[label] = refs[label] as References[string];
+        learned = true;
+      }
+    }
+    return learned;
+  }
+
+  /** Renders every frozen chunk again with all the definitions known now. */
+  private rebuild(): void {
+    this.rebuilds++;
+    const doc = this.el.ownerDocument;
+    const fragment = doc.createDocumentFragment();
+    for (const chunk of this.chunks) {
+      for (const node of chunk.nodes) {
+        this.el.removeChild(node);
+      }
+      const env: MarkdownEnv = { references: { ...this.refs } };
+      chunk.nodes = [...sanitize(doc, renderTokens(parse(chunk.text, env), env)).childNodes];
+      for (const node of chunk.nodes) {
+        fragment.appendChild(node);
+      }
+    }
+    this.el.insertBefore(fragment, this.tail[0] ?? null);
+    for (const chunk of this.chunks) {
+      this.closed(chunk.nodes);
+    }
+  }
+
+  private closed(nodes: readonly Node[]): void {
+    const fn = this.options.onClosedCode;
+    if (fn !== undefined) {
+      eachCode(nodes, fn);
+    }
+  }
+}

@@ -1,0 +1,206 @@
+/**
+ * The sanitizer: every HTML fragment made from model output passes here
+ * before it reaches the DOM (Markdown blocks, highlighted code).
+ *
+ * DOMPurify, one private instance per window (its hooks touch no one else),
+ * with an allow-list that covers what markdown.ts emits and nothing more.
+ * The policy, for hostile input in a JupyterLab page (which is not a sandbox):
+ * - tags: text structure only (p, headings, lists, quotes, tables, code, em,
+ *   strong, s, a, br, hr, span, div) and `button` for the placeholders and copy
+ *   buttons markdown.ts emits. No script, style, iframe, object, embed, form,
+ *   input, svg, math, template, img, video, audio, meta, base, link.
+ * - attributes: href, title, class (filtered), start, type, aria-label. No
+ *   `style`, no `id`/`name` (DOM clobbering), no event handlers, and no `data-*`
+ *   attribute: JupyterLab runs the command named in `data-commandlinker-command`
+ *   on click (CVE-2026-42557), and DOMPurify keeps data attributes by default.
+ * - classes: only `language-*`, `hljs*` and `nbs-*` survive, so model output
+ *   cannot borrow JupyterLab's own classes.
+ * - links: only absolute http:, https: and mailto: URLs stay live, and they
+ *   open in a new tab with `rel="noopener noreferrer"`; any other href
+ *   (javascript:, data:, vbscript:, relative URLs that would reach the Jupyter
+ *   server) is removed and the link text stays as text.
+ * - images: never loaded by themselves (an image URL can carry the
+ *   conversation out): markdown.ts turns them into a placeholder, and `img` is
+ *   not an allowed tag. The view loads one when the user clicks it (see
+ *   {@link loadableImageUrl}).
+ * Runs on the browser's main thread.
+ */
+import createDOMPurify, { type Config, type DOMPurify } from "dompurify";
+
+const ALLOWED_TAGS = [
+  "a",
+  "blockquote",
+  "br",
+  "button",
+  "code",
+  "del",
+  "div",
+  "em",
+  "h1",
+  "h2",
+  "h3",
+  "h4",
+  "h5",
+  "h6",
+  "hr",
+  "li",
+  "ol",
+  "p",
+  "pre",
+  "s",
+  "span",
+  "strong",
+  "table",
+  "tbody",
+  "td",
+  "th",
+  "thead",
+  "tr",
+  "ul",
+];
+
+const FORBID_TAGS = [
+  "applet",
+  "audio",
+  "base",
+  "canvas",
+  "dialog",
+  "embed",
+  "form",
+  "frame",
+  "frameset",
+  "iframe",
+  "image",
+  "img",
+  "input",
+  "link",
+  "math",
+  "meta",
+  "noscript",
+  "object",
+  "picture",
+  "portal",
+  "script",
+  "select",
+  "source",
+  "style",
+  "svg",
+  "template",
+  "textarea",
+  "video",
+];
+
+const CONFIG: Config = {
+  ALLOWED_TAGS,
+  ALLOWED_ATTR: ["href", "title", "class", "start", "type", "aria-label"],
+  FORBID_TAGS,
+  FORBID_ATTR: ["style", "id", "name", "src", "srcset", "action", "formaction", "target"],
+  ALLOW_DATA_ATTR: false,
+  ALLOW_ARIA_ATTR: false,
+  ALLOW_UNKNOWN_PROTOCOLS: false,
+  ALLOW_SELF_CLOSE_IN_ATTR: false,
+  KEEP_CONTENT: true,
+  RETURN_DOM_FRAGMENT: true,
+};
+
+/** The classes that may survive: ours, highlight.js's, and a code block's language. */
+const CLASS_RE = /^(?:nbs-[a-z-]+|hljs(?:-[a-z_-]+)?|language-[A-Za-z0-9_+#.-]{1,40})$/;
+
+const LINK_PROTOCOLS = new Set(["http:", "https:", "mailto:"]);
+
+/** Whether `href` may stay a live link: an absolute http(s) or mailto URL. */
+export function safeLinkUrl(href: string): boolean {
+  try {
+    return LINK_PROTOCOLS.has(new URL(href).protocol);
+  } catch {
+    return false; // relative, or not a URL
+  }
+}
+
+const DATA_IMAGE_RE = /^data:image\/(?:png|jpeg|gif|webp)[;,]/i;
+
+/**
+ * The URL an image placeholder may load when the user clicks it, or null:
+ * absolute http(s), or a raster `data:image/(png|jpeg|gif|webp)` (never SVG,
+ * which can carry script). Loading happens only on that click.
+ */
+export function loadableImageUrl(src: string): string | null {
+  const s = src.trim();
+  if (DATA_IMAGE_RE.test(s)) {
+    return s;
+  }
+  try {
+    const u = new URL(s);
+    return u.protocol === "http:" || u.protocol === "https:" ? u.href : null;
+  } catch {
+    return null;
+  }
+}
+
+function isElement(node: Node): node is Element {
+  return node.nodeType === 1;
+}
+
+function createPurifier(win: Window): DOMPurify {
+  const purify = createDOMPurify(win as unknown as Parameters<typeof createDOMPurify>[0]);
+  purify.setConfig(CONFIG);
+  purify.addHook("uponSanitizeAttribute", (_node, data) => {
+    if (data.attrName === "class") {
+      const kept = data.attrValue.split(/\s+/).filter((c) => CLASS_RE.test(c));
+      if (kept.length > 0) {
+        data.attrValue = kept.join(" ");
+      } else {
+        data.keepAttr = false;
+      }
+    }
+  });
+  purify.addHook("afterSanitizeAttributes", (node) => {
+    if (!isElement(node)) {
+      return;
+    }
+    // Defence in depth: whatever the configuration says, no handler and no data attribute.
+    for (const name of node.getAttributeNames()) {
+      if (/^(?:on|data-)/i.test(name)) {
+        node.removeAttribute(name);
+      }
+    }
+    const tag = node.tagName;
+    if (tag === "A") {
+      const href = node.getAttribute("href");
+      if (href !== null && safeLinkUrl(href)) {
+        node.setAttribute("target", "_blank");
+        node.setAttribute("rel", "noopener noreferrer");
+      } else {
+        node.removeAttribute("href");
+      }
+    } else if (tag === "BUTTON") {
+      node.setAttribute("type", "button");
+    }
+  });
+  return purify;
+}
+
+const purifiers = new WeakMap<Window, DOMPurify>();
+
+function purifierFor(doc: Document): DOMPurify {
+  const win = doc.defaultView;
+  if (win === null) {
+    throw new Error("nbstream: cannot sanitize HTML for a document without a window");
+  }
+  let purify = purifiers.get(win);
+  if (purify === undefined) {
+    purify = createPurifier(win);
+    purifiers.set(win, purify);
+  }
+  return purify;
+}
+
+/** `html` sanitized (see the module comment), as nodes ready to insert into `doc`. */
+export function sanitize(doc: Document, html: string): DocumentFragment {
+  if (html === "") {
+    return doc.createDocumentFragment();
+  }
+  const fragment = purifierFor(doc).sanitize(html) as unknown as DocumentFragment;
+  // The fragment belongs to DOMPurify's inert document; adopting moves it, no copy.
+  return fragment.ownerDocument === doc ? fragment : doc.adoptNode(fragment);
+}

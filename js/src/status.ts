@@ -1,0 +1,124 @@
+/**
+ * What the status line of a reply says: pure functions of a message and, while
+ * it streams, of a rate measured in this view.
+ *
+ * Figures are never invented. A finished reply shows the kernel's own stats
+ * (time to first token, pieces, pieces per second: a piece is what the
+ * source emitted at once, a token for a local model, a word for a scripted
+ * source; `tokens` / `tokens_per_s` are shown instead where a source reports
+ * them). While it streams, the view only sees deltas, so it shows what it
+ * can measure honestly: characters received per second, marked "≈".
+ */
+import type { Entry } from "./buffer";
+
+function finite(x: unknown): number | null {
+  return typeof x === "number" && Number.isFinite(x) ? x : null;
+}
+
+function count(x: number): string {
+  return Math.round(x).toLocaleString("en-US");
+}
+
+function rate(x: number): string {
+  return x >= 100 ? count(x) : x.toFixed(1);
+}
+
+function duration(ms: number): string {
+  return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 2 : 1)} s`;
+}
+
+function plural(n: number, word: string): string {
+  return `${count(n)} ${Math.round(n) === 1 ? word : `${word}s`}`;
+}
+
+/** "TTFT 120 ms · 42 tokens · 19.9 tokens/s" from the kernel's stats (parts it has). */
+export function statsSummary(stats: Record<string, unknown>): string {
+  const parts: string[] = [];
+  const ttft = finite(stats.ttft_ms);
+  if (ttft !== null) {
+    parts.push(`TTFT ${duration(ttft)}`);
+  }
+  const tokens = finite(stats.tokens);
+  const unit = tokens !== null ? "token" : "piece";
+  const n = tokens ?? finite(stats.pieces);
+  if (n !== null) {
+    parts.push(plural(n, unit));
+  }
+  const perS = tokens !== null ? finite(stats.tokens_per_s) : finite(stats.pieces_per_s);
+  if (perS !== null) {
+    parts.push(`${rate(perS)} ${unit}s/s`);
+  }
+  return parts.join(" · ");
+}
+
+/** The human label for a message's status ("" where none is shown). */
+export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null): string {
+  const status: string = e.status;
+  if (e.role === "user" && status === "done") {
+    return "";
+  }
+  switch (status) {
+    case "queued":
+      return "queued";
+    case "loading":
+      return "loading model…";
+    case "running":
+      if (e.text.length === 0) {
+        return "waiting for first token…";
+      }
+      return charsPerS === null ? "streaming" : `streaming · ≈ ${rate(charsPerS)} chars/s`;
+    case "done":
+    case "stopped": {
+      if (e.role !== "assistant") {
+        return status === "done" ? "" : status;
+      }
+      const summary = statsSummary(e.stats);
+      return summary === "" ? status : `${status} · ${summary}`;
+    }
+    case "error":
+      return e.error ? `error: ${e.error}` : "error";
+    case "timeout":
+      return e.error ? `timeout: ${e.error}` : "timeout";
+    default:
+      return status;
+  }
+}
+
+/** Whether the status line shows the "working" indicator. */
+export function isWaiting(e: Readonly<Entry>): boolean {
+  return (
+    e.status === "queued" || e.status === "loading" || (e.status === "running" && e.text === "")
+  );
+}
+
+/**
+ * Characters per second received by one message, over the last
+ * {@link LiveRate.WINDOW_MS} (or since its first delta, if sooner).
+ */
+export class LiveRate {
+  static readonly WINDOW_MS = 2000;
+  /** (time, cumulative characters) per frame that received text */
+  private readonly samples: [number, number][] = [];
+  private total = 0;
+
+  add(t: number, chars: number): void {
+    this.total += chars;
+    this.samples.push([t, this.total]);
+    while (
+      this.samples.length > 2 &&
+      t - (this.samples[1] as [number, number])[0] > LiveRate.WINDOW_MS
+    ) {
+      this.samples.shift();
+    }
+  }
+
+  /** chars/s, or null until two samples span at least 250 ms */
+  perSecond(): number | null {
+    const first = this.samples[0];
+    const last = this.samples[this.samples.length - 1];
+    if (first === undefined || last === undefined || last[0] - first[0] < 250) {
+      return null;
+    }
+    return ((last[1] - first[1]) * 1000) / (last[0] - first[0]);
+  }
+}

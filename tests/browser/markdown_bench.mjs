@@ -1,0 +1,154 @@
+// Browser benchmark of Markdown streaming (benchmarks/browser_markdown.py runs
+// it; tests/test_browser_frontend.py runs a short one). Not a timed test: it
+// reports figures.
+//
+// The notebook's cell 0 shows a ChatWidget on a ScriptedSource that types a
+// long Markdown answer at a set rate; cell 1 writes that reply's timeline (the
+// wall-clock time of each piece) to `timeline` (a file next to the notebook),
+// which is read back through the contents API. In the page, a recorder
+// counts frames, long tasks (PerformanceObserver), and each DOM update of the
+// widget (one MutationObserver callback: its records, and the characters of
+// text shown then, from the widget's counters). Token-to-pixel lag is, per
+// piece, the time from its production in the kernel to the DOM update that
+// showed it (both clocks are this machine's wall clock).
+//
+// mode "incremental" is the widget as shipped; "full" re-renders the whole
+// answer each frame (window.__nbstreamOptions, set before the page loads).
+// params: { notebook, timeline, mode, prompt, timeout_ms = 180000,
+//           trace: a file for a Chrome performance trace of the stream (optional) }
+import { counters, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
+import { openNotebook, runCell, scenario, TOKEN, URL_BASE } from './lab.mjs';
+
+const FINAL = ['done', 'stopped', 'error', 'timeout'];
+
+function startRecorder() {
+  const root = document.querySelector('.nbs-chat');
+  const c = root.__nbstream;
+  const rec = { frames: [], batches: [], longtasks: [], origin: performance.timeOrigin, stopped: false };
+  let frame = 0;
+  const tick = (t) => {
+    if (rec.stopped) return;
+    frame += 1;
+    rec.frames.push(t);
+    requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+  const mo = new MutationObserver((records) => {
+    rec.batches.push({ t: performance.now(), frame, n: records.length, chars: c.chars });
+  });
+  mo.observe(root, { subtree: true, childList: true, characterData: true, attributes: true });
+  const po = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) rec.longtasks.push({ t: e.startTime, d: e.duration });
+  });
+  po.observe({ type: 'longtask' });
+  rec.counters0 = { ...c };
+  window.__nbsBench = { rec, stop: () => ((rec.stopped = true), mo.disconnect(), po.disconnect()) };
+}
+
+function stopRecorder() {
+  const { rec, stop } = window.__nbsBench;
+  stop();
+  rec.counters1 = { ...document.querySelector('.nbs-chat').__nbstream };
+  return rec;
+}
+
+const quantile = (xs, q) => {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+};
+const r1 = (x) => (x === null ? null : Math.round(x * 10) / 10);
+
+async function readTimeline(notebookDir, name) {
+  const rel = notebookDir ? `${notebookDir}/${name}` : name;
+  const res = await fetch(`${URL_BASE}api/contents/${rel.split('/').map(encodeURIComponent).join('/')}?content=1&type=file&format=text`, {
+    headers: { Authorization: `token ${TOKEN}` },
+  });
+  if (!res.ok) throw new Error(`reading ${rel}: HTTP ${res.status}`);
+  return JSON.parse((await res.json()).content);
+}
+
+await scenario(async ({ browser, page, params, log }) => {
+  const mode = params.mode ?? 'incremental';
+  await page.addInitScript((m) => {
+    window.__nbstreamOptions = { markdown: m };
+  }, mode);
+  await openNotebook(page, params.notebook);
+  await runCell(page, 0);
+  await waitForChat(page);
+  await page.evaluate(startRecorder);
+
+  const prompt = params.prompt ?? 'Write a long answer';
+  if (params.trace) {
+    await browser.startTracing(page, {
+      path: params.trace,
+      categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'v8', 'blink.user_timing'],
+    });
+  }
+  const tSend = await page.evaluate(() => performance.now());
+  const id = await sendPrompt(page, prompt, { fill: true });
+  const status = await waitForStatus(page, id, FINAL, { timeout: params.timeout_ms ?? 180_000 });
+  const tFinal = await page.evaluate(() => performance.now());
+  await page.waitForTimeout(500);
+  const rec = await page.evaluate(stopRecorder);
+  if (params.trace) await browser.stopTracing();
+  await runCell(page, 1);
+  const dir = params.notebook.includes('/') ? params.notebook.slice(0, params.notebook.lastIndexOf('/')) : '';
+  const tl = await readTimeline(dir, params.timeline);
+  log(`${mode}: ${tl.offsets_ms.length} pieces, status ${status}, ${rec.batches.length} DOM updates`);
+
+  // the stream, as the page saw it: from the first text to the final state
+  const base = prompt.length; // characters of the user's message, shown before the reply
+  const updates = rec.batches.filter((b) => b.t >= tSend);
+  const firstText = updates.find((b) => b.chars > base);
+  const from = firstText ? firstText.t : tSend;
+  const inStream = updates.filter((b) => b.t >= from && b.t <= tFinal + 100);
+  const frames = rec.frames.filter((t) => t >= from && t <= tFinal);
+  const gaps = frames.slice(1).map((t, i) => t - frames[i]);
+  const longtasks = rec.longtasks.filter((e) => e.t + e.d >= from && e.t <= tFinal + 100);
+  const perFrame = new Map();
+  for (const b of inStream) perFrame.set(b.frame, (perFrame.get(b.frame) ?? 0) + 1);
+
+  // token-to-pixel lag: each piece against the first DOM update that shows it
+  const lags = [];
+  let cum = 0;
+  let j = 0;
+  const shown = updates.map((b) => ({ t: rec.origin + b.t, chars: b.chars - base }));
+  for (let i = 0; i < tl.offsets_ms.length; i++) {
+    cum += tl.chars[i];
+    while (j < shown.length && shown[j].chars < cum) j++;
+    if (j >= shown.length) break;
+    lags.push(shown[j].t - (tl.t0_ms + tl.offsets_ms[i]));
+  }
+  const renders = rec.counters1.renders - rec.counters0.renders;
+  const rafs = rec.counters1.frames - rec.counters0.frames;
+  return {
+    mode,
+    status,
+    pieces: tl.offsets_ms.length,
+    chars: tl.chars.reduce((a, b) => a + b, 0),
+    kernel_stats: tl.stats,
+    stream_ms: r1(tFinal - from),
+    long_tasks: { count: longtasks.length, max_ms: r1(longtasks.length ? Math.max(...longtasks.map((e) => e.d)) : 0), total_ms: r1(longtasks.reduce((a, e) => a + e.d, 0)) },
+    frames: { count: frames.length, gap_p50_ms: r1(quantile(gaps, 0.5)), gap_p95_ms: r1(quantile(gaps, 0.95)), gap_max_ms: r1(gaps.length ? Math.max(...gaps) : null) },
+    dom_updates: {
+      count: inStream.length,
+      records_p50: quantile(inStream.map((b) => b.n), 0.5),
+      records_p95: quantile(inStream.map((b) => b.n), 0.95),
+      records_max: inStream.length ? Math.max(...inStream.map((b) => b.n)) : null,
+      per_frame_max: perFrame.size ? Math.max(...perFrame.values()) : 0,
+      frames_with_more_than_one: [...perFrame.values()].filter((n) => n > 1).length,
+    },
+    renders_per_frame: r1(rafs ? renders / rafs : null),
+    widget_counters: { renders, frames: rafs, deltas: rec.counters1.deltas - rec.counters0.deltas, acks: rec.counters1.acks - rec.counters0.acks, resyncs: rec.counters1.resyncs - rec.counters0.resyncs },
+    lag_ms: {
+      measured: lags.length,
+      p50: r1(quantile(lags, 0.5)),
+      p95: r1(quantile(lags, 0.95)),
+      max: r1(lags.length ? Math.max(...lags) : null),
+      first: r1(lags[0] ?? null),
+      last: r1(lags.at(-1) ?? null),
+    },
+    counters: await counters(page),
+  };
+});
