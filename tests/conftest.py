@@ -456,3 +456,20 @@ def notebook_name(request: pytest.FixtureRequest) -> str:
     """A notebook file name unique to the current test (``<test name>.ipynb``)."""
     safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in request.node.name)
     return f"{safe}-{secrets.token_hex(3)}.ipynb"
+
+
+def _cuda_available() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` need CUDA: skipped, with the reason, on machines without it."""
+    if any(item.get_closest_marker("gpu") for item in items) and not _cuda_available():
+        skip = pytest.mark.skip(reason="needs a CUDA device (none here)")
+        for item in items:
+            if item.get_closest_marker("gpu"):
+                item.add_marker(skip)

@@ -1,0 +1,44 @@
+"""scripts/gpu_check.py: a CPU smoke run here, the real check on CUDA machines."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "gpu_check.py"
+
+
+def run(*args: str, timeout: float = 600) -> str:
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--json", *args], capture_output=True,
+                          text=True, timeout=timeout)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout
+
+
+@pytest.mark.model
+def test_cpu_smoke_run_measures_bare_and_streamed() -> None:
+    import json
+
+    out = run("--size", "tiny", "--new-tokens", "8", "--runs", "1")
+    rows = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    assert rows and "skipped" not in rows[0], out
+    row = rows[0]
+    assert row["bare_tok_s"] > 0 and row["streamed_tok_s"] > 0
+    assert row["ttft_ms"] > 0
+    assert row["dtype"] == "float32" or row["device"] != "cpu"
+
+
+@pytest.mark.gpu
+def test_gpu_variants() -> None:
+    import json
+
+    out = run("--runs", "2")
+    rows = {r["variant"]: r for r in map(json.loads, (x for x in out.splitlines()
+                                                     if x.startswith("{")))}
+    bf16 = rows["bf16 sdpa"]
+    assert "skipped" not in bf16, bf16
+    assert bf16["dtype"] == "bfloat16" and bf16["device"].startswith("cuda")
+    assert bf16["ratio"] > 0.9  # streaming keeps the bare throughput
