@@ -1,0 +1,244 @@
+"""Where and how a local model runs: device, dtype, quantization, attention.
+
+Pure selection logic, run once per source in ``prepare()`` on its worker
+thread. Everything it asks of the machine (is CUDA there, which compute
+capability, does the GPU do bf16, is a package installed) goes through a
+:class:`Probes` object, so tests cover every branch on a machine without a
+GPU by passing fakes.
+
+Rules (each overridable by an explicit argument):
+
+* device: ``cuda`` when CUDA is available, else ``cpu``;
+* dtype: ``bfloat16`` on a GPU that supports it, ``float16`` on other GPUs,
+  ``float32`` on the CPU (half precision on a CPU is slower, not faster);
+* quantization: ``load_in_4bit`` / ``load_in_8bit`` build a
+  ``transformers.BitsAndBytesConfig`` (NF4 with the chosen compute dtype for
+  4 bit); bitsandbytes must be installed;
+* attention: ``"auto"`` picks ``flash_attention_2`` on a CUDA GPU of compute
+  capability 8.0 or newer in half precision with ``flash_attn`` installed, and
+  ``sdpa`` otherwise. Asking for ``flash_attention_2`` explicitly where it
+  cannot run is an error naming what is missing, never a silent switch.
+  (transformers 5 can fetch a flash-attention kernel from the Hub when
+  ``flash_attn`` is absent; nbstream never asks it to.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+FLASH_ATTENTION = "flash_attention_2"
+
+_DTYPE_NAMES = {
+    "bfloat16": "bfloat16",
+    "bf16": "bfloat16",
+    "float16": "float16",
+    "fp16": "float16",
+    "half": "float16",
+    "float32": "float32",
+    "fp32": "float32",
+    "float": "float32",
+}
+
+
+def _has_module(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def _capability(device: str) -> tuple[int, int]:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(device)
+    return int(major), int(minor)
+
+
+def _bf16_supported(device: str) -> bool:
+    import torch
+
+    with torch.cuda.device(device):
+        return bool(torch.cuda.is_bf16_supported())
+
+
+@dataclass(frozen=True)
+class Probes:
+    """What selection asks of the machine; replace any of them in tests."""
+
+    cuda_available: Callable[[], bool] = _cuda_available
+    capability: Callable[[str], tuple[int, int]] = _capability
+    bf16_supported: Callable[[str], bool] = _bf16_supported
+    has_module: Callable[[str], bool] = _has_module
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The chosen settings; :meth:`from_pretrained_kwargs` turns them into arguments."""
+
+    device: str
+    dtype: str  # "float32" | "float16" | "bfloat16"
+    attn_implementation: str
+    quantization: str | None = None  # None | "4bit" | "8bit"
+    reasons: tuple[str, ...] = field(default=(), compare=False)
+
+    def torch_dtype(self) -> Any:
+        import torch
+
+        return getattr(torch, self.dtype)
+
+    def quantization_config(self) -> Any:
+        """A ``BitsAndBytesConfig`` for the chosen quantization, or None."""
+        if self.quantization is None:
+            return None
+        from transformers import BitsAndBytesConfig as _BitsAndBytesConfig
+
+        BitsAndBytesConfig: Any = _BitsAndBytesConfig  # untyped upstream
+        if self.quantization == "4bit":
+            return BitsAndBytesConfig(
+                load_in_4bit=True,
+                bnb_4bit_quant_type="nf4",
+                bnb_4bit_compute_dtype=self.torch_dtype(),
+            )
+        return BitsAndBytesConfig(load_in_8bit=True)
+
+    def from_pretrained_kwargs(self) -> dict[str, Any]:
+        """Arguments for ``AutoModelForCausalLM.from_pretrained``."""
+        kwargs: dict[str, Any] = {
+            "dtype": self.torch_dtype(),
+            "attn_implementation": self.attn_implementation,
+            "local_files_only": True,
+        }
+        if self.quantization is not None:
+            kwargs["quantization_config"] = self.quantization_config()
+        if self.device != "cpu":
+            # Place the weights on the device while loading (quantized models
+            # must be; the others load faster than cpu-then-copy).
+            kwargs["device_map"] = {"": self.device}
+        return kwargs
+
+
+def _normalize_dtype(dtype: Any) -> str | None:
+    if dtype is None or dtype == "auto":
+        return None
+    name = str(dtype).removeprefix("torch.")
+    try:
+        return _DTYPE_NAMES[name.lower()]
+    except KeyError:
+        raise ValueError(
+            f"dtype {dtype!r} is not one of float32, float16, bfloat16 (or 'auto')"
+        ) from None
+
+
+def select_device(device: Any = None, *, probes: Probes | None = None) -> str:
+    """``device`` as a string when given; else ``"cuda"`` if available, else ``"cpu"``."""
+    probes = probes or Probes()
+    if device is not None and str(device) != "auto":
+        chosen = str(device)
+        if chosen.startswith("cuda") and not probes.cuda_available():
+            raise ValueError(
+                f"device={chosen!r}, but CUDA is not available here "
+                "(no GPU, or a CPU-only build of torch)"
+            )
+        return chosen
+    return "cuda" if probes.cuda_available() else "cpu"
+
+
+def select_dtype(device: str, dtype: Any = None, *, probes: Probes | None = None) -> str:
+    """The dtype name for ``device``: an explicit one, else by the rules above."""
+    probes = probes or Probes()
+    explicit = _normalize_dtype(dtype)
+    if explicit is not None:
+        return explicit
+    if device.startswith("cuda"):
+        return "bfloat16" if probes.bf16_supported(device) else "float16"
+    return "float32"
+
+
+def select_quantization(
+    load_in_4bit: bool = False, load_in_8bit: bool = False, *, probes: Probes | None = None
+) -> str | None:
+    """``"4bit"``, ``"8bit"`` or None; checks that bitsandbytes is installed."""
+    probes = probes or Probes()
+    if load_in_4bit and load_in_8bit:
+        raise ValueError("choose one of load_in_4bit and load_in_8bit, not both")
+    if not (load_in_4bit or load_in_8bit):
+        return None
+    if not probes.has_module("bitsandbytes"):
+        flag = "load_in_4bit" if load_in_4bit else "load_in_8bit"
+        raise ImportError(
+            f"{flag}=True needs the bitsandbytes package: pip install bitsandbytes",
+            name="bitsandbytes",
+        )
+    return "4bit" if load_in_4bit else "8bit"
+
+
+def select_attention(
+    device: str,
+    dtype: str,
+    requested: str | None = "auto",
+    *,
+    probes: Probes | None = None,
+) -> tuple[str, str]:
+    """The attention implementation and a one-line reason for it."""
+    probes = probes or Probes()
+    if requested not in (None, "auto", FLASH_ATTENTION):
+        return requested, "as requested"
+    explicit = requested == FLASH_ATTENTION
+    problem: str | None = None
+    if not device.startswith("cuda"):
+        problem = f"flash-attention needs a CUDA GPU (device is {device})"
+    elif not probes.has_module("flash_attn"):
+        problem = "flash-attention needs the flash-attn package: pip install flash-attn"
+    else:
+        major, minor = probes.capability(device)
+        if major < 8:
+            problem = (
+                f"flash-attention needs a GPU of compute capability 8.0 or newer "
+                f"(this one is {major}.{minor})"
+            )
+        elif dtype not in ("float16", "bfloat16"):
+            problem = f"flash-attention needs float16 or bfloat16 (dtype is {dtype})"
+    if problem is None:
+        return FLASH_ATTENTION, "flash_attn installed, compute capability >= 8.0"
+    if explicit:
+        if "package" in problem:
+            raise ImportError(
+                f"attn_implementation={FLASH_ATTENTION!r}: {problem}", name="flash_attn"
+            )
+        raise ValueError(f"attn_implementation={FLASH_ATTENTION!r}: {problem}")
+    return "sdpa", problem
+
+
+def plan(
+    *,
+    device: Any = None,
+    dtype: Any = None,
+    load_in_4bit: bool = False,
+    load_in_8bit: bool = False,
+    attn_implementation: str | None = "auto",
+    probes: Probes | None = None,
+) -> Plan:
+    """Choose device, dtype, quantization and attention together."""
+    probes = probes or Probes()
+    chosen_device = select_device(device, probes=probes)
+    chosen_dtype = select_dtype(chosen_device, dtype, probes=probes)
+    quantization = select_quantization(load_in_4bit, load_in_8bit, probes=probes)
+    attention, why = select_attention(
+        chosen_device, chosen_dtype, attn_implementation, probes=probes
+    )
+    return Plan(
+        device=chosen_device,
+        dtype=chosen_dtype,
+        attn_implementation=attention,
+        quantization=quantization,
+        reasons=(f"attention: {why}",),
+    )

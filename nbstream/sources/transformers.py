@@ -1,0 +1,537 @@
+"""Local generation with transformers: a model on this machine's CPU or GPU.
+
+Owns loading a model (lazily, in :meth:`TransformersSource.prepare`) and
+running ``model.generate`` for one reply at a time. Both run on the source's
+worker thread, the thread that calls :meth:`~TransformersSource.generate`:
+there is no extra generation thread and no queue. ``generate`` hands
+transformers a streamer whose ``put()`` (called by ``model.generate`` between
+two decoding steps, on the same thread) turns the new token id into text with
+:class:`~nbstream.detok.IncrementalDecoder` and calls ``emit(piece)``; and a
+``StoppingCriteria`` that ends generation at the next step once ``cancel`` is
+set. ``emit`` may block (backpressure) and raise :class:`Cancelled`; both
+pass straight through ``model.generate``.
+
+Attributes written by ``generate`` (:attr:`~TransformersSource.last_token_ids`,
+:attr:`~TransformersSource.last_stats`) describe the latest reply of this
+source; read them after ``generate`` returned, on any thread.
+
+Loaded models are shared: sources built with the same model arguments get
+the same model object (held while any of them lives) and the same
+:meth:`~TransformersSource.lane_key`, so their replies queue on one lane.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import weakref
+from collections.abc import Hashable, Sequence
+from pathlib import Path
+from typing import Any, Literal, TypedDict
+
+from nbstream import devices
+from nbstream.detok import IncrementalDecoder
+from nbstream.sources.base import Cancelled, ChatMessage, Emit, Source
+
+__all__ = ["GenerationStats", "TransformersSource"]
+
+DEFAULT_LABEL = "SmolLM2-135M-Instruct"
+
+
+class GenerationStats(TypedDict):
+    """What :attr:`TransformersSource.last_stats` holds after a reply."""
+
+    #: new tokens the model produced and the decoder received (end-of-turn
+    #: token included; a token produced after ``cancel`` was set is not)
+    tokens: int
+    #: length of the prompt (chat template applied) in tokens
+    prompt_tokens: int
+    #: from the call of ``model.generate`` to its return
+    seconds: float
+    #: from the call of ``model.generate`` to the first new token (prefill)
+    first_token_seconds: float | None
+    #: decoding rate after the first token (None with fewer than two tokens)
+    tokens_per_second: float | None
+    #: "stop" (end-of-turn or a stop string), "length" (max_new_tokens),
+    #: "cancelled" or "error"
+    finish_reason: Literal["stop", "length", "cancelled", "error"]
+
+
+class _Loaded:
+    """A model and its tokenizer, shared by the sources built alike."""
+
+    def __init__(self, model: Any, tokenizer: Any) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+
+
+_shared: weakref.WeakValueDictionary[Hashable, _Loaded] = weakref.WeakValueDictionary()
+_shared_lock = threading.Lock()  # guards the two dicts, never held while loading
+_load_locks: dict[Hashable, threading.Lock] = {}
+
+
+def _looks_like_repo_id(text: str) -> bool:
+    return (
+        not os.path.isabs(text)
+        and not text.startswith((".", "~"))
+        and "\\" not in text
+        and text.count("/") <= 1
+        and not text.endswith(".gguf")
+    )
+
+
+def _resolve_local(what: str, value: str | os.PathLike[str]) -> tuple[str, str]:
+    """``(kind, location)`` for a model or tokenizer given by path or name.
+
+    kind is "gguf", "folder" or "cached" (a Hugging Face repo id already in the
+    local cache). Raises ``FileNotFoundError`` at once for anything else: no
+    hub is ever asked.
+    """
+    text = os.fspath(value)
+    path = Path(text).expanduser()
+    if path.is_file():
+        if path.suffix.lower() != ".gguf":
+            raise ValueError(f"{what} {text!r} is a file but not a .gguf file; pass a folder")
+        return "gguf", str(path.resolve())
+    if path.is_dir():
+        if what == "model" and not (path / "config.json").is_file():
+            raise FileNotFoundError(
+                f"model folder {text!r} has no config.json (is it a transformers model folder?)"
+            )
+        return "folder", str(path.resolve())
+    if _looks_like_repo_id(text):
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            found = try_to_load_from_cache(
+                text, "config.json" if what == "model" else "tokenizer_config.json"
+            )
+        except Exception:
+            found = None
+        if isinstance(found, str):
+            return "cached", text
+        raise FileNotFoundError(
+            f"{what} {text!r} is neither a local path nor a model in the local Hugging Face "
+            f"cache; nbstream loads local files only and never downloads"
+        )
+    raise FileNotFoundError(f"{what} path {text!r} does not exist")
+
+
+class _CancelCriteria:
+    """A ``StoppingCriteria`` that stops every row once ``cancel`` is set.
+
+    transformers 5 wants one bool per batch row, on the ids' device; the two
+    possible answers are built once per shape and device.
+    """
+
+    def __init__(self, cancel: threading.Event) -> None:
+        self._cancel = cancel
+        self._answers: dict[tuple[int, Any], tuple[Any, Any]] = {}
+
+    def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+        import torch
+
+        key = (int(input_ids.shape[0]), input_ids.device)
+        answers = self._answers.get(key)
+        if answers is None:
+            no = torch.zeros(key[0], dtype=torch.bool, device=input_ids.device)
+            answers = (no, torch.ones_like(no))
+            self._answers[key] = answers
+        return answers[1] if self._cancel.is_set() else answers[0]
+
+
+def _stopping_criterion(cancel: threading.Event) -> Any:
+    from transformers import StoppingCriteria
+
+    class CancelCriteria(_CancelCriteria, StoppingCriteria):
+        pass
+
+    return CancelCriteria(cancel)
+
+
+class _EmitStreamer:
+    """transformers' streamer protocol (``put``/``end``) feeding ``emit``.
+
+    ``model.generate`` calls ``put`` on the thread that called it: first
+    with the prompt ids (skipped), then with each new token id. Once ``cancel`` is set no
+    piece is emitted, not even the one of the token still in flight.
+    """
+
+    def __init__(self, decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event) -> None:
+        self._decoder = decoder
+        self._emit = emit
+        self._cancel = cancel
+        self._prompt_seen = False
+        self.ids: list[int] = []
+        self.first_at: float | None = None
+        self.last_at: float | None = None
+
+    def put(self, value: Any) -> None:
+        if not self._prompt_seen:
+            self._prompt_seen = True
+            return
+        # One token per decoding step: shape (batch,). Assisted decoding
+        # hands over several accepted tokens at once: shape (batch, k).
+        if value.dim() > 1:
+            if value.shape[0] != 1:
+                raise ValueError("TransformersSource streams one sequence; got a batch")
+            token_ids = value[0].tolist()
+        elif value.numel() != 1:
+            raise ValueError("TransformersSource streams one sequence; got a batch")
+        else:
+            token_ids = [int(value.item())]
+        now = time.perf_counter()
+        if self.first_at is None:
+            self.first_at = now
+        self.last_at = now
+        for token_id in token_ids:
+            if self._cancel.is_set():
+                return
+            self.ids.append(token_id)
+            piece = self._decoder.step(token_id)
+            if piece:
+                self._emit(piece)
+
+    def end(self) -> None:
+        if self._cancel.is_set():
+            return
+        rest = self._decoder.flush()
+        if rest:
+            self._emit(rest)
+
+
+def _streamer(decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event) -> Any:
+    from transformers.generation.streamers import BaseStreamer
+
+    class EmitStreamer(_EmitStreamer, BaseStreamer):
+        pass
+
+    return EmitStreamer(decoder, emit, cancel)
+
+
+class TransformersSource(Source):
+    """Generates replies with a local transformers causal language model.
+
+    ``model`` is a loaded model, a local model folder, a ``.gguf`` file, the
+    id of a model already in the local Hugging Face cache, or None for the
+    embedded SmolLM2-135M-Instruct (see :mod:`nbstream.default_model`).
+    ``tokenizer`` is a tokenizer, a path, or None for the model's own.
+    Nothing is loaded until :meth:`prepare`; a path that does not exist fails
+    here, at once.
+
+    ``device``, ``dtype``, ``load_in_4bit``, ``load_in_8bit`` and
+    ``attn_implementation`` choose how nbstream loads the model (see
+    :mod:`nbstream.devices`); they do not apply to a model object.
+    ``system_prompt`` is put first when the conversation has no system turn.
+    ``warmup=True`` runs one tiny generation in :meth:`prepare`.
+    ``generate_kwargs`` go to ``model.generate`` over the defaults
+    ``do_sample=False, max_new_tokens=256`` (``stop_strings`` works: the
+    tokenizer is passed along).
+
+    After each reply, :attr:`last_token_ids` holds the ids whose text was
+    emitted (fed to the decoder) and :attr:`last_stats` a
+    :class:`GenerationStats`.
+    """
+
+    def __init__(
+        self,
+        model: Any = None,
+        tokenizer: Any = None,
+        *,
+        device: Any = None,
+        dtype: Any = None,
+        load_in_4bit: bool = False,
+        load_in_8bit: bool = False,
+        attn_implementation: str | None = "auto",
+        system_prompt: str | None = None,
+        warmup: bool = False,
+        **generate_kwargs: Any,
+    ) -> None:
+        if "streamer" in generate_kwargs:
+            raise TypeError("TransformersSource brings its own streamer; do not pass streamer=")
+        self.system_prompt = system_prompt
+        self.warmup = warmup
+        self.generate_kwargs = generate_kwargs
+        self.last_token_ids: list[int] = []
+        self.last_stats: GenerationStats | None = None
+        self._options = {
+            "device": None if device is None else str(device),
+            "dtype": None if dtype is None else str(dtype),
+            "load_in_4bit": load_in_4bit,
+            "load_in_8bit": load_in_8bit,
+            "attn_implementation": attn_implementation,
+        }
+        self._model_obj: Any = None
+        self._kind: str
+        self._location: str | None = None
+        if model is None:
+            self._kind = "default"
+        elif isinstance(model, (str, os.PathLike)):
+            self._kind, self._location = _resolve_local("model", model)
+            if self._kind == "gguf" and (load_in_4bit or load_in_8bit):
+                raise ValueError(
+                    "load_in_4bit/load_in_8bit do not apply to a .gguf file (transformers "
+                    "dequantizes it); save it as a folder first, or pass model=None"
+                )
+        else:
+            self._kind = "object"
+            self._model_obj = model
+            if (
+                device is not None
+                or dtype is not None
+                or load_in_4bit
+                or load_in_8bit
+                or (attn_implementation not in (None, "auto"))
+            ):
+                raise ValueError(
+                    "device, dtype, load_in_4bit/8bit and attn_implementation apply when "
+                    "nbstream loads the model; place a model object yourself"
+                )
+        self._tokenizer_obj: Any = None
+        self._tokenizer_location: tuple[str, str] | None = None
+        if isinstance(tokenizer, (str, os.PathLike)):
+            self._tokenizer_location = _resolve_local("tokenizer", tokenizer)
+        elif tokenizer is not None:
+            self._tokenizer_obj = tokenizer
+        elif self._kind == "object":
+            name = str(getattr(model, "name_or_path", "") or "")
+            if not name or not Path(name).is_dir():
+                raise ValueError(
+                    "pass tokenizer= with a model object (its name_or_path is not a local folder)"
+                )
+            self._tokenizer_location = ("folder", name)
+        self._loaded: _Loaded | None = None
+        self._tokenizer: Any = None
+        self._warmed = False
+        self._prepare_lock = threading.Lock()
+
+    # -- identity -------------------------------------------------------------
+
+    def _model_key(self) -> Hashable:
+        if self._kind == "object":
+            return ("transformers", "object", id(self._model_obj))
+        options = tuple(sorted(self._options.items()))
+        return ("transformers", self._kind, self._location, options)
+
+    def lane_key(self) -> Hashable:
+        """One lane per model: sources on the same model object (or the same
+        model arguments, which share one loaded object) queue together."""
+        return self._model_key()
+
+    @property
+    def label(self) -> str:
+        if self._kind == "default":
+            return DEFAULT_LABEL
+        if self._kind == "object":
+            name = str(getattr(self._model_obj, "name_or_path", "") or "")
+            return Path(name).name or type(self._model_obj).__name__
+        assert self._location is not None
+        return Path(self._location).stem if self._kind == "gguf" else Path(self._location).name
+
+    def __repr__(self) -> str:
+        shown = {
+            "default": "None",
+            "object": f"<{type(self._model_obj).__name__}>",
+        }.get(self._kind, repr(self._location))
+        return f"TransformersSource(model={shown})"
+
+    # -- loading --------------------------------------------------------------
+
+    @property
+    def prepared(self) -> bool:
+        return self._loaded is not None and (self._warmed or not self.warmup)
+
+    @property
+    def model(self) -> Any:
+        """The model (None before :meth:`prepare`, unless one was passed)."""
+        return self._loaded.model if self._loaded is not None else self._model_obj
+
+    @property
+    def tokenizer(self) -> Any:
+        """The tokenizer (None before :meth:`prepare`, unless one was passed)."""
+        return self._tokenizer if self._tokenizer is not None else self._tokenizer_obj
+
+    def prepare(self) -> None:
+        """Load the model and tokenizer (and warm up); a no-op once done."""
+        with self._prepare_lock:
+            if self._loaded is None:
+                self._loaded = self._load_shared()
+                self._tokenizer = self._load_tokenizer(self._loaded)
+            if self.warmup and not self._warmed:
+                self._run_warmup()
+                self._warmed = True
+
+    def _load_shared(self) -> _Loaded:
+        key = self._model_key()
+        with _shared_lock:
+            lock = _load_locks.setdefault(key, threading.Lock())
+        with lock:  # one load per model; other models load meanwhile
+            with _shared_lock:
+                loaded = _shared.get(key)
+            if loaded is None:
+                loaded = self._load_model()
+                with _shared_lock:
+                    _shared[key] = loaded
+            return loaded
+
+    def _load_model(self) -> _Loaded:
+        if self._kind == "object":
+            return _Loaded(self._model_obj, None)
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        plan = devices.plan(
+            device=self._options["device"],
+            dtype=self._options["dtype"],
+            load_in_4bit=bool(self._options["load_in_4bit"]),
+            load_in_8bit=bool(self._options["load_in_8bit"]),
+            attn_implementation=self._options["attn_implementation"],  # type: ignore[arg-type]
+        )
+        kwargs = plan.from_pretrained_kwargs()
+        if self._kind == "default":
+            from nbstream import default_model
+
+            model, tokenizer = default_model.load_default(**kwargs)
+        else:
+            assert self._location is not None
+            where: str | Path = self._location
+            if self._kind == "gguf":
+                gguf = Path(self._location)
+                where = gguf.parent
+                kwargs["gguf_file"] = gguf.name
+            tokenizer_kwargs = {
+                key: kwargs[key] for key in ("gguf_file", "local_files_only") if key in kwargs
+            }
+            tokenizer = AutoTokenizer.from_pretrained(where, **tokenizer_kwargs)
+            model = AutoModelForCausalLM.from_pretrained(where, **kwargs)
+        model.eval()
+        return _Loaded(model, tokenizer)
+
+    def _load_tokenizer(self, loaded: _Loaded) -> Any:
+        if self._tokenizer_obj is not None:
+            return self._tokenizer_obj
+        if self._tokenizer_location is not None:
+            from transformers import AutoTokenizer
+
+            kind, location = self._tokenizer_location
+            if kind == "gguf":
+                gguf = Path(location)
+                return AutoTokenizer.from_pretrained(
+                    gguf.parent, gguf_file=gguf.name, local_files_only=True
+                )
+            return AutoTokenizer.from_pretrained(location, local_files_only=True)
+        return loaded.tokenizer
+
+    def _run_warmup(self) -> None:
+        assert self._loaded is not None
+        inputs = self._inputs([{"role": "user", "content": "Hi"}])
+        import torch
+
+        with torch.inference_mode():
+            self._loaded.model.generate(
+                **inputs, max_new_tokens=2, do_sample=False, **self._pad_kwargs()
+            )
+
+    # -- generation -----------------------------------------------------------
+
+    def _conversation(self, messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
+        turns = [{"role": m["role"], "content": m["content"]} for m in messages]
+        if self.system_prompt is not None and not (turns and turns[0]["role"] == "system"):
+            turns.insert(0, {"role": "system", "content": self.system_prompt})
+        return turns
+
+    def _inputs(self, messages: Sequence[ChatMessage]) -> Any:
+        tokenizer = self.tokenizer
+        if not getattr(tokenizer, "chat_template", None):
+            raise ValueError(
+                f"the tokenizer of {self.label} has no chat template; set tokenizer.chat_template"
+            )
+        inputs = tokenizer.apply_chat_template(
+            self._conversation(messages),
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=True,
+            return_tensors="pt",
+        )
+        return inputs.to(self.model.device)
+
+    def _pad_kwargs(self) -> dict[str, Any]:
+        config = getattr(self.model, "generation_config", None)
+        if config is not None and config.pad_token_id is not None:
+            return {}
+        tokenizer = self.tokenizer
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else None
+        return {"pad_token_id": pad if pad is not None else tokenizer.eos_token_id}
+
+    def generate(
+        self,
+        messages: Sequence[ChatMessage],
+        emit: Emit,
+        cancel: threading.Event,
+    ) -> None:
+        """Generate the reply on this thread, emitting pieces as tokens arrive.
+
+        Returns when the model ends its turn, reaches ``max_new_tokens`` or
+        stops at a stop string, or at the next token once ``cancel`` is set
+        (the text emitted so far is kept; nothing is emitted after the stop).
+        ``Cancelled`` raised by ``emit`` propagates.
+        """
+        self.last_token_ids = []
+        self.last_stats = None
+        if cancel.is_set():
+            return
+        if not self.prepared:
+            self.prepare()
+        import torch
+        from transformers import StoppingCriteriaList
+
+        tokenizer = self.tokenizer
+        model = self.model
+        inputs = self._inputs(messages)
+        kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": 256}
+        kwargs.update(self._pad_kwargs())
+        kwargs.update(self.generate_kwargs)
+        criteria = StoppingCriteriaList(list(kwargs.pop("stopping_criteria", None) or ()))
+        criteria.append(_stopping_criterion(cancel))
+        if kwargs.get("stop_strings") and "tokenizer" not in kwargs:
+            kwargs["tokenizer"] = tokenizer
+        streamer = _streamer(IncrementalDecoder(tokenizer), emit, cancel)
+        reason: Literal["stop", "length", "cancelled", "error"] = "error"
+        started = time.perf_counter()
+        try:
+            with torch.inference_mode():
+                model.generate(**inputs, streamer=streamer, stopping_criteria=criteria, **kwargs)
+            if cancel.is_set():
+                reason = "cancelled"
+            elif not self._ends_turn(streamer.ids) and len(streamer.ids) >= int(
+                kwargs.get("max_new_tokens") or 0
+            ):
+                reason = "length"
+            else:
+                reason = "stop"
+        except Cancelled:
+            reason = "cancelled"
+            raise
+        finally:
+            ended = time.perf_counter()
+            ids = streamer.ids
+            self.last_token_ids = ids
+            rate = None
+            if len(ids) > 1 and streamer.first_at is not None and streamer.last_at is not None:
+                span = streamer.last_at - streamer.first_at
+                rate = (len(ids) - 1) / span if span > 0 else None
+            self.last_stats = GenerationStats(
+                tokens=len(ids),
+                prompt_tokens=int(inputs["input_ids"].shape[-1]),
+                seconds=ended - started,
+                first_token_seconds=(
+                    None if streamer.first_at is None else streamer.first_at - started
+                ),
+                tokens_per_second=rate,
+                finish_reason=reason,
+            )
+
+    def _ends_turn(self, ids: list[int]) -> bool:
+        eos = getattr(self.model.generation_config, "eos_token_id", None)
+        eos_ids = set(eos) if isinstance(eos, (list, tuple)) else {eos}
+        return bool(ids) and ids[-1] in eos_ids

@@ -1,0 +1,97 @@
+"""Shared builders for the model tests (a plain module, imported by the tests).
+
+* :func:`tiny_tokenizer` / :func:`tiny_model`: a byte-level BPE trained in
+  memory and a random-weight two-layer Llama sized to it; built in well under a
+  second, no files, for the generic generation paths.
+* :func:`smollm2_tokenizer` / :func:`smollm2`: the embedded SmolLM2-135M-Instruct,
+  converted once into the nbstream cache (``$NBSTREAM_CACHE_DIR`` or the user
+  cache directory) and loaded from there; cached for the session.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+CHATML = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + message['content'] + '<|im_end|>\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+_CORPUS = [
+    "The quick brown fox jumps over the lazy dog. " * 3,
+    "Streaming text from a language model into a notebook, one token at a time.",
+    "Hello world! How are you today? I am fine, thank you.",
+    "日本語のテキスト、한국어 텍스트, 中文文本 and emoji 😀🎉👨‍👩‍👧",
+]
+
+
+@functools.lru_cache(maxsize=1)
+def tiny_tokenizer() -> Any:
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=400,
+        special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    backend.train_from_iterator(_CORPUS, trainer)
+    tok = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
+        tokenizer_object=backend,
+        bos_token="<|im_start|>",
+        eos_token="<|im_end|>",
+        pad_token="<|im_end|>",
+        unk_token="<|endoftext|>",
+    )
+    tok.chat_template = CHATML
+    return tok
+
+
+def tiny_model(seed: int = 0) -> Any:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = tiny_tokenizer()
+    config = LlamaConfig(
+        vocab_size=len(tok),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=1024,
+        bos_token_id=tok.bos_token_id,
+        eos_token_id=tok.eos_token_id,
+        pad_token_id=tok.pad_token_id,
+    )
+    torch.manual_seed(seed)
+    model: Any = LlamaForCausalLM(config)
+    return model.eval()
+
+
+@functools.lru_cache(maxsize=1)
+def smollm2() -> tuple[Any, Any]:
+    from nbstream import default_model
+
+    return default_model.load_default()
+
+
+def smollm2_tokenizer() -> Any:
+    """The SmolLM2 tokenizer alone (loads the converted folder's tokenizer.json)."""
+    return _smollm2_tokenizer()
+
+
+@functools.lru_cache(maxsize=1)
+def _smollm2_tokenizer() -> Any:
+    from transformers import AutoTokenizer
+
+    from nbstream import default_model
+
+    return AutoTokenizer.from_pretrained(default_model.default_model_path(), local_files_only=True)
