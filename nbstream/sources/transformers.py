@@ -354,7 +354,9 @@ class TransformersSource(Source):
 
     def prepare(self) -> None:
         """Load the model and tokenizer (and warm up); a no-op once done."""
-        with self._prepare_lock:
+        from nbstream._quiet import quiet_loading
+
+        with self._prepare_lock, quiet_loading():
             if self._loaded is None:
                 self._loaded = self._load_shared()
                 self._tokenizer = self._load_tokenizer(self._loaded)
