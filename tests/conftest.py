@@ -467,7 +467,11 @@ def _cuda_available() -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``gpu`` need CUDA: skipped, with the reason, on machines without it."""
+    """Notebooks get the ``notebooks`` marker; tests marked ``gpu`` need CUDA: skipped,
+    with the reason, on machines without it."""
+    for item in items:
+        if str(item.fspath).endswith(".ipynb"):
+            item.add_marker(pytest.mark.notebooks)
     if any(item.get_closest_marker("gpu") for item in items) and not _cuda_available():
         skip = pytest.mark.skip(reason="needs a CUDA device (none here)")
         for item in items:
