@@ -72,6 +72,11 @@ class Reply:
         return self._stream.final
 
     @property
+    def reason(self) -> str | None:
+        """Why it ended badly, in one line: the error, or which time limit ran out."""
+        return self._stream.state()[3]
+
+    @property
     def error(self) -> BaseException | None:
         """The exception the source raised, if it failed."""
         return self._stream.error

@@ -39,6 +39,7 @@ def test_stall_timeout_keeps_the_text_so_far() -> None:
     assert TEXT.startswith(r.text) and r.text.count(" ") >= 10
     time.sleep(0.05)
     assert w.conversation[-1]["error"] == "no token for 0.3 s"
+    assert r.reason == "no token for 0.3 s" and r.error is None
 
 
 def test_total_timeout() -> None:
