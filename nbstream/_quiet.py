@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 _lock = threading.Lock()
 _depth = 0
@@ -21,8 +22,11 @@ _saved: tuple[bool, int, bool] | None = None
 def quiet_loading() -> Iterator[None]:
     """Silence transformers' and huggingface_hub's progress bars and info logs."""
     global _depth, _saved
-    from huggingface_hub import utils as hub_utils
-    from transformers.utils import logging as hf_logging
+    from huggingface_hub import utils as _hub_utils
+    from transformers.utils import logging as _hf_logging
+
+    hub_utils: Any = _hub_utils  # untyped upstream
+    hf_logging: Any = _hf_logging
 
     with _lock:
         if _depth == 0:

@@ -12,7 +12,7 @@ import traitlets
 
 from .pump import DEFAULT_INTERVAL
 from .reply import Reply
-from .sources.base import ChatMessage, Source
+from .sources.base import Source
 from .widget import StreamingWidget, UserTurn
 
 
@@ -114,22 +114,6 @@ class ChatWidget(StreamingWidget):
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
 
     # -------------------------------------------------------------- internals
-    def _conversation_before(self, reply: Reply) -> list[ChatMessage]:
-        """What the source sees: earlier turns (with text) up to ``reply``'s prompt."""
-        msgs: list[ChatMessage] = []
-        if self.system_prompt:
-            msgs.append({"role": "system", "content": self.system_prompt})
-        with self._lock:
-            entries = list(self._history)
-        for e in entries:
-            if e is reply:
-                break
-            if isinstance(e, UserTurn):
-                msgs.append({"role": "user", "content": e.text})
-            elif e.text:
-                msgs.append({"role": "assistant", "content": e.text})
-        return msgs
-
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
         if kind == "send":
             text = content.get("text")

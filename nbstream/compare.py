@@ -17,8 +17,8 @@ import traitlets
 
 from .pump import DEFAULT_INTERVAL
 from .reply import Reply
-from .sources.base import ChatMessage, Source
-from .widget import StreamingWidget, UserTurn
+from .sources.base import Source
+from .widget import StreamingWidget
 
 
 class Compare(StreamingWidget):
@@ -86,22 +86,6 @@ class Compare(StreamingWidget):
 
     def _conversation_fn(self, reply: Reply) -> Any:
         return lambda: self._conversation_before(reply)
-
-    def _conversation_before(self, reply: Reply) -> list[ChatMessage]:
-        """What ``reply``'s source sees: every earlier prompt, with its own pane's answers."""
-        msgs: list[ChatMessage] = []
-        if self.system_prompt:
-            msgs.append({"role": "system", "content": self.system_prompt})
-        with self._lock:
-            entries = list(self._history)
-        for e in entries:
-            if e is reply:
-                break
-            if isinstance(e, UserTurn):
-                msgs.append({"role": "user", "content": e.text})
-            elif e.pane == reply.pane and e.text:
-                msgs.append({"role": "assistant", "content": e.text})
-        return msgs
 
     def replies_of(self, pane: int) -> list[Reply]:
         """The replies shown in pane ``pane``, oldest first."""

@@ -74,7 +74,7 @@ def reply_state(reply: Reply) -> MessageState:
     state = MessageState(id=reply.id, role="assistant", text=text, seq=seq, status=status,
                          error=error, detail=detail, stats=stats)
     if reply.pane is not None:
-        state["pane"] = reply.pane  # type: ignore[typeddict-unknown-key]
+        state["pane"] = reply.pane
     return state
 
 
@@ -114,6 +114,7 @@ class StreamingWidget(anywidget.AnyWidget):
         super().__init__(title=title, **kwargs)
         self.limits = Limits(first_token_timeout, stall_timeout, total_timeout)
         self.max_pending = max_pending
+        self.system_prompt: str | None = None
         self._lock = threading.RLock()
         self._history: list[Entry] = []
         self._ids = itertools.count(1)
@@ -177,6 +178,23 @@ class StreamingWidget(anywidget.AnyWidget):
         self._pump.add_stream(self._channel, reply._stream)
         source = reply.source
         lane_for(source.lane_key(), source.concurrency).submit(lambda: run_reply(reply))
+
+    def _conversation_before(self, reply: Reply) -> list[ChatMessage]:
+        """What ``reply``'s source sees: the system prompt, every earlier prompt with the
+        earlier answers shown beside ``reply`` (its pane, in a Compare), up to its prompt."""
+        msgs: list[ChatMessage] = []
+        if self.system_prompt:
+            msgs.append({"role": "system", "content": self.system_prompt})
+        with self._lock:
+            entries = list(self._history)
+        for e in entries:
+            if e is reply:
+                break
+            if isinstance(e, UserTurn):
+                msgs.append({"role": "user", "content": e.text})
+            elif e.pane == reply.pane and e.text:
+                msgs.append({"role": "assistant", "content": e.text})
+        return msgs
 
     def _publish(self) -> None:
         # pump thread only
