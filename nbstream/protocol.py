@@ -59,7 +59,14 @@ FINAL_STATUSES: frozenset[str] = frozenset({"done", "stopped", "error", "timeout
 Role = Literal["user", "assistant", "system"]
 
 
-class MessageState(TypedDict):
+class MessageStateExtras(TypedDict, total=False):
+    """Keys a :class:`MessageState` carries only where they apply."""
+
+    #: ``Compare``: the pane (index into the ``panes`` trait) of an assistant message
+    pane: int
+
+
+class MessageState(MessageStateExtras):
     """One message as the view sees it (an entry of the ``conversation`` trait)."""
 
     id: str
@@ -93,10 +100,12 @@ class SendMsg(TypedDict):
 
 
 class StopMsg(TypedDict, total=False):
-    """View -> kernel: stop the reply ``id`` (or whatever runs, if absent)."""
+    """View -> kernel: stop the reply ``id``, or ``Compare``'s pane ``pane``, or (with
+    neither) whatever runs."""
 
     kind: Literal["stop"]
     id: str
+    pane: int
 
 
 class RegenerateMsg(TypedDict):

@@ -14,7 +14,10 @@
  * - a delta whose seq is > ours + 1 (one was lost) or for a message we do not
  *   know is dropped, and a resync is reported, at most once per message until
  *   the view holds every delta it dropped (the kernel's answer, a state entry,
- *   brings it at least that far).
+ *   brings it at least that far) — or until {@link RESYNC_RETRY_MS} have passed
+ *   with deltas still dropped: a resync can be lost too (seen after a page
+ *   reload, when JupyterLab routes the new page's first comm messages to a
+ *   kernel subshell), so it is sent again, at most once per that interval.
  * A state entry whose seq is lower than ours never rolls the text back; its
  * status and the rest are still taken (state arrives in order, so it is the
  * newest word on them). A delta for a message whose status is final is
@@ -30,6 +33,9 @@ import {
   toMessageState,
 } from "./protocol";
 
+/** An unanswered resync is sent again after this many milliseconds (see the module comment). */
+export const RESYNC_RETRY_MS = 1000;
+
 /** One message as this view holds it. */
 export type Entry = MessageState;
 
@@ -38,12 +44,14 @@ interface Tracked extends Entry {
   appended: string[];
   /** the text was replaced since the last take */
   replaced: boolean;
-  /** role, status, error, detail or stats changed since the last take */
+  /** role, status, error, detail, stats or pane changed since the last take */
   meta: boolean;
   /** a delta was applied since the last take (an ack is due) */
   delta: boolean;
   /** highest seq dropped since the resync reported for this message; null: none outstanding */
   gapUntil: number | null;
+  /** when the outstanding resync was reported (the `now` given to applyDelta) */
+  gapAt: number;
 }
 
 /** What changed in one message since the last take. */
@@ -94,8 +102,8 @@ export class Conversation {
   private order: string[] = [];
   private orderChanged = false;
   private readonly dirty = new Set<Tracked>();
-  /** unknown ids a resync was reported for, until a state entry names them */
-  private readonly unknownReported = new Set<string>();
+  /** unknown ids a resync was reported for (and when), until a state entry names them */
+  private readonly unknownReported = new Map<string, number>();
 
   /** The messages in order. */
   list(): Entry[] {
@@ -155,6 +163,7 @@ export class Conversation {
           meta: true,
           delta: false,
           gapUntil: null,
+          gapAt: 0,
         });
         this.dirty.add(this.entries.get(s.id) as Tracked);
         continue;
@@ -197,6 +206,7 @@ export class Conversation {
       e.status !== s.status ||
       e.error !== s.error ||
       e.detail !== s.detail ||
+      e.pane !== s.pane ||
       !sameStats(e.stats, s.stats)
     ) {
       e.role = s.role;
@@ -204,19 +214,28 @@ export class Conversation {
       e.error = s.error;
       e.detail = s.detail;
       e.stats = s.stats;
+      if (s.pane === undefined) {
+        delete e.pane;
+      } else {
+        e.pane = s.pane;
+      }
       e.meta = true;
       this.dirty.add(e);
     }
   }
 
-  /** Applies one delta (see the module comment for the rules). */
-  applyDelta(d: DeltaMsg): DeltaResult {
+  /**
+   * Applies one delta (see the module comment for the rules). `now` (ms, any
+   * monotonic clock) only decides when an unanswered resync is sent again.
+   */
+  applyDelta(d: DeltaMsg, now = 0): DeltaResult {
     const e = this.entries.get(d.id);
     if (e === undefined) {
-      if (this.unknownReported.has(d.id)) {
+      const at = this.unknownReported.get(d.id);
+      if (at !== undefined && now - at < RESYNC_RETRY_MS) {
         return { outcome: "unknown", resync: null };
       }
-      this.unknownReported.add(d.id);
+      this.unknownReported.set(d.id, now);
       return { outcome: "unknown", resync: { kind: "resync", id: d.id, have: 0 } };
     }
     if (d.seq <= e.seq || FINAL_STATUSES.has(e.status)) {
@@ -224,11 +243,15 @@ export class Conversation {
     }
     if (d.seq > e.seq + 1) {
       if (e.gapUntil !== null) {
-        // The answer to the outstanding resync will contain this one too.
+        // The answer to the outstanding resync will contain this one too...
         e.gapUntil = Math.max(e.gapUntil, d.seq);
-        return { outcome: "gap", resync: null };
+        if (now - e.gapAt < RESYNC_RETRY_MS) {
+          return { outcome: "gap", resync: null };
+        }
+        // ...unless it is long overdue: that resync may have been lost.
       }
-      e.gapUntil = d.seq;
+      e.gapUntil = Math.max(e.gapUntil ?? 0, d.seq);
+      e.gapAt = now;
       return { outcome: "gap", resync: { kind: "resync", id: e.id, have: e.seq } };
     }
     e.seq = d.seq;

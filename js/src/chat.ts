@@ -1,18 +1,23 @@
 /**
- * One rendered chat: wires a widget model to a conversation buffer, a frame
- * loop and a view, and owns the listeners between them.
+ * One rendered widget, whatever its mode: wires a widget model to a
+ * conversation buffer, a frame loop and a view, and owns the listeners between
+ * them. Every mode (chat, stream, compare) goes through this one pipeline;
+ * only the view differs (view.ts for chat and stream, compare.ts for compare),
+ * and each view renders its messages with messages.ts.
  *
  * Data flow: the `conversation` trait and delta messages go into the buffer
  * (buffer.ts), which says whether a frame is due or a resync must be sent; the
- * frame loop (frame.ts) renders the buffer's changes into the view (view.ts)
- * once per animation frame and acks what it rendered. User actions from the
- * view go to the kernel as `send`, `stop`, `regenerate` and `clear` messages.
+ * frame loop (frame.ts) renders the buffer's changes into the view once per
+ * animation frame and acks what it rendered. User actions from the view go to
+ * the kernel as `send`, `stop`, `regenerate` and `clear` messages.
  *
+ * The `mode` trait is read once, when the view renders.
  * Everything here runs on the browser's main thread, in model callbacks and
  * animation frames; nothing blocks.
  */
 import type { AnyModel } from "@anywidget/types";
 import { Conversation } from "./buffer";
+import { CompareView, paneOf } from "./compare";
 import {
   browserScheduler,
   type Counters,
@@ -21,8 +26,23 @@ import {
   newCounters,
 } from "./frame";
 import { browserIdle, type IdleScheduler } from "./highlight";
-import { type ChatTraits, isDeltaMsg, STATE_TRAIT, type ViewMsg } from "./protocol";
-import { ChatView, type MarkdownMode, type Summary } from "./view";
+import {
+  type ChatTraits,
+  FINAL_STATUSES,
+  isDeltaMsg,
+  STATE_TRAIT,
+  toMode,
+  toPanes,
+  type ViewMsg,
+} from "./protocol";
+import {
+  ChatView,
+  type MarkdownMode,
+  type Summary,
+  type ViewActions,
+  type ViewOptions,
+  type WidgetView,
+} from "./view";
 
 export interface MountOptions {
   /** frame scheduler; the browser's `requestAnimationFrame` by default */
@@ -42,7 +62,7 @@ function text(x: unknown): string {
   return typeof x === "string" ? x : "";
 }
 
-/** Renders a chat for `model` into `el`; returns the cleanup function. */
+/** Renders the widget `model` into `el` in its mode; returns the cleanup function. */
 export function mountChat(
   model: AnyModel<ChatTraits>,
   el: HTMLElement,
@@ -57,35 +77,74 @@ export function mountChat(
   const conversation = new Conversation();
   const send = (msg: ViewMsg): void => model.send(msg);
 
-  const view = new ChatView(
-    doc,
-    {
-      send: (prompt) => send({ kind: "send", text: prompt }),
-      stop: () => {
-        const active = conversation.firstActive();
-        if (active === undefined) {
+  const mode = toMode(model.get("mode"));
+  /** whether a reply (of pane `pane`, or of any) is queued, loading or running */
+  const live = (pane: number | null): boolean =>
+    conversation
+      .list()
+      .some(
+        (e) =>
+          e.role !== "user" &&
+          !FINAL_STATUSES.has(e.status) &&
+          (pane === null || paneOf(e) === pane),
+      );
+  const actions: ViewActions = {
+    send: (prompt) => send({ kind: "send", text: prompt }),
+    stop: () => {
+      if (mode === "compare") {
+        // every pane: the kernel stops whatever runs
+        if (!live(null)) {
           return false;
         }
-        send({ kind: "stop", id: active.id });
+        send({ kind: "stop" });
         return true;
-      },
-      regenerate: () => send({ kind: "regenerate" }),
-      clear: () => send({ kind: "clear" }),
+      }
+      const active = conversation.firstActive();
+      if (active === undefined) {
+        return false;
+      }
+      send({ kind: "stop", id: active.id });
+      return true;
     },
-    {
-      idle,
-      markdown: options.markdown ?? "incremental",
-      onChars: (delta) => {
-        counters.chars += delta;
-      },
+    stopPane: (pane) => {
+      if (!live(pane)) {
+        return false;
+      }
+      send({ kind: "stop", pane });
+      return true;
     },
-  );
+    regenerate: () => send({ kind: "regenerate" }),
+    clear: () => send({ kind: "clear" }),
+  };
+  const viewOptions: ViewOptions = {
+    idle,
+    markdown: options.markdown ?? "incremental",
+    onChars: (delta) => {
+      counters.chars += delta;
+    },
+  };
+  const view: WidgetView =
+    mode === "compare"
+      ? new CompareView(doc, actions, viewOptions, (id) => conversation.get(id))
+      : new ChatView(doc, actions, viewOptions, mode);
   (view.root as ChatRoot).__nbstream = counters;
 
   const summary = (): Summary => {
     const all = conversation.list();
+    const activePanes = new Set<number>();
+    let active = false;
+    for (const e of all) {
+      if (e.role !== "user" && !FINAL_STATUSES.has(e.status)) {
+        active = true;
+        const pane = paneOf(e);
+        if (pane !== null) {
+          activePanes.add(pane);
+        }
+      }
+    }
     return {
-      active: conversation.firstActive() !== undefined,
+      active,
+      activePanes,
       hasReply: all.some((e) => e.role === "assistant"),
       empty: all.length === 0,
     };
@@ -110,7 +169,7 @@ export function mountChat(
       return;
     }
     counters.deltas++;
-    const result = conversation.applyDelta(content);
+    const result = conversation.applyDelta(content, now());
     if (result.resync !== null) {
       counters.resyncs++;
       send(result.resync);
@@ -122,16 +181,19 @@ export function mountChat(
   const onTitle = (): void => view.setTitle(text(model.get("title")));
   const onSource = (): void => view.setSourceLabel(text(model.get("source_label")));
   const onPlaceholder = (): void => view.setPlaceholder(text(model.get("placeholder")));
+  const onPanes = (): void => view.setPanes(toPanes(model.get("panes")));
 
   model.on(`change:${STATE_TRAIT}`, onState);
   model.on("msg:custom", onCustom);
   model.on("change:title", onTitle);
   model.on("change:source_label", onSource);
   model.on("change:placeholder", onPlaceholder);
+  model.on("change:panes", onPanes);
 
   onTitle();
   onSource();
   onPlaceholder();
+  onPanes();
   el.appendChild(view.root);
   // The saved or current conversation is shown at once, not a frame later,
   // and without announcing its statuses.
@@ -145,6 +207,7 @@ export function mountChat(
     model.off("change:title", onTitle);
     model.off("change:source_label", onSource);
     model.off("change:placeholder", onPlaceholder);
+    model.off("change:panes", onPanes);
     loop.dispose();
     view.dispose();
     view.root.remove();

@@ -35,10 +35,23 @@ export interface Counters {
   resyncs: number;
   /** characters of message text shown now, over all messages (benchmarks read it per frame) */
   chars: number;
+  /** milliseconds of DOM work in the frames that touched the DOM, summed */
+  render_ms: number;
+  /** the longest of those frames' DOM work, ms */
+  max_render_ms: number;
 }
 
 export function newCounters(): Counters {
-  return { renders: 0, frames: 0, deltas: 0, acks: 0, resyncs: 0, chars: 0 };
+  return {
+    renders: 0,
+    frames: 0,
+    deltas: 0,
+    acks: 0,
+    resyncs: 0,
+    chars: 0,
+    render_ms: 0,
+    max_render_ms: 0,
+  };
 }
 
 /** The browser's scheduler; a timer stands in where frames do not exist. */
@@ -110,6 +123,8 @@ export class FrameLoop {
     }
     const renderMs = Math.round((now() - start) * 1000) / 1000;
     counters.renders++;
+    counters.render_ms += renderMs;
+    counters.max_render_ms = Math.max(counters.max_render_ms, renderMs);
     for (const a of acks) {
       ack({ kind: "ack", id: a.id, seq: a.seq, render_ms: renderMs });
       counters.acks++;

@@ -1,5 +1,6 @@
 /**
- * The anywidget front-end module of nbstream's ChatWidget: `initialize` and
+ * The anywidget front-end module of every nbstream widget (ChatWidget,
+ * StreamView, Compare; the `mode` trait picks the layout): `initialize` and
  * `render` only. Each rendered view keeps its own conversation buffer (its own
  * sequence numbers), so there is no model-level state to set up; see chat.ts
  * for the wiring of one view.

@@ -53,6 +53,8 @@ export interface MessageState {
   detail: string | null;
   /** figures for the finished reply (ttft_ms, tokens, tokens_per_s, ...) */
   stats: Record<string, unknown>;
+  /** `Compare`: the pane (index into the `panes` trait) of an assistant message */
+  pane?: number;
 }
 
 /** Kernel -> view: `text` is appended to message `id`. */
@@ -69,10 +71,11 @@ export interface SendMsg {
   text: string;
 }
 
-/** View -> kernel: stop the reply `id` (or whatever runs, if absent). */
+/** View -> kernel: stop the reply `id`, or `Compare`'s pane `pane`, or (with neither) whatever runs. */
 export interface StopMsg {
   kind: "stop";
   id?: string;
+  pane?: number;
 }
 
 /** View -> kernel: stop and drop the last answer, then ask its prompt again. */
@@ -111,12 +114,25 @@ export type KernelMsg = DeltaMsg;
 /** The synced trait that holds the conversation (a list of {@link MessageState}). */
 export const STATE_TRAIT = "conversation";
 
+/** How the view lays the conversation out (the `mode` trait). */
+export type Mode =
+  | "chat" // a conversation with an input box (ChatWidget)
+  | "stream" // an optional prompt and one answer, no input box (StreamView, stream())
+  | "compare"; // one column per pane, one shared input box (Compare)
+
+/** One pane of a `Compare` widget (an entry of the `panes` trait). */
+export interface PaneInfo {
+  label: string;
+}
+
 /** The synced traits the view reads. Any of them may be absent. */
 export interface ChatTraits {
   [STATE_TRAIT]: MessageState[];
+  mode: string;
   title: string;
   placeholder: string;
   source_label: string;
+  panes: PaneInfo[];
 }
 
 function isRecord(x: unknown): x is Record<string, unknown> {
@@ -143,6 +159,19 @@ function optionalString(x: unknown): string | null {
   return typeof x === "string" ? x : null;
 }
 
+/** The `mode` trait, checked: an unknown or absent mode lays out as a chat. */
+export function toMode(x: unknown): Mode {
+  return x === "stream" || x === "compare" ? x : "chat";
+}
+
+/** The `panes` trait, checked: each entry's label, or "Pane n" where it has none. */
+export function toPanes(x: unknown): PaneInfo[] {
+  const items = Array.isArray(x) ? x : [];
+  return items.map((p, i) => ({
+    label: isRecord(p) && typeof p.label === "string" && p.label !== "" ? p.label : `Pane ${i + 1}`,
+  }));
+}
+
 /**
  * One entry of the `conversation` trait, checked and completed; null when it has
  * no usable id. An unknown status or role is kept as sent (a newer kernel may
@@ -152,7 +181,7 @@ export function toMessageState(x: unknown): MessageState | null {
   if (!isRecord(x) || typeof x.id !== "string") {
     return null;
   }
-  return {
+  const state: MessageState = {
     id: x.id,
     role: (typeof x.role === "string" ? x.role : "assistant") as Role,
     text: typeof x.text === "string" ? x.text : "",
@@ -162,4 +191,8 @@ export function toMessageState(x: unknown): MessageState | null {
     detail: optionalString(x.detail),
     stats: isRecord(x.stats) ? x.stats : {},
   };
+  if (isSeq(x.pane)) {
+    state.pane = x.pane;
+  }
+  return state;
 }

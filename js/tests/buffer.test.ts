@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { Conversation } from "../src/buffer";
+import { Conversation, RESYNC_RETRY_MS } from "../src/buffer";
 import type { DeltaMsg } from "../src/protocol";
 import { message } from "./fakes";
 
@@ -72,6 +72,32 @@ describe("Conversation: sequence rules", () => {
     c.applyState([message("x", { text: "hi!", seq: 2 })]);
     expect(c.applyDelta(delta("x", 3, "?")).outcome).toBe("applied");
     expect(c.get("x")?.text).toBe("hi!?");
+  });
+
+  it("sends an unanswered resync again, at most once per RESYNC_RETRY_MS", () => {
+    // a resync can be lost (a page reload racing JupyterLab's comm subshell)
+    const c = new Conversation();
+    c.applyState([message("a", { text: "a", seq: 1 })]);
+    const gap = (seq: number, now: number) => c.applyDelta(delta("a", seq, "x"), now).resync;
+    expect(gap(3, 10_000)).toEqual({ kind: "resync", id: "a", have: 1 });
+    expect(gap(4, 10_000 + RESYNC_RETRY_MS - 1)).toBeNull();
+    expect(gap(5, 10_000 + RESYNC_RETRY_MS)).toEqual({ kind: "resync", id: "a", have: 1 });
+    expect(gap(6, 10_000 + RESYNC_RETRY_MS + 500)).toBeNull();
+    // the answer comes: the view holds everything it dropped, no more resyncs
+    c.applyState([message("a", { text: "axxxxx", seq: 6 })]);
+    expect(c.applyDelta(delta("a", 7, "y"), 20_000).outcome).toBe("applied");
+    // an unknown message too
+    expect(c.applyDelta(delta("z", 4, "?"), 0).resync).toEqual({
+      kind: "resync",
+      id: "z",
+      have: 0,
+    });
+    expect(c.applyDelta(delta("z", 5, "?"), 999).resync).toBeNull();
+    expect(c.applyDelta(delta("z", 6, "?"), 1000).resync).toEqual({
+      kind: "resync",
+      id: "z",
+      have: 0,
+    });
   });
 
   it("ignores deltas of a final message", () => {

@@ -49,6 +49,7 @@ describe("FrameLoop", () => {
       { kind: "ack", id: "b", seq: 3, render_ms: 2.5 },
     ]);
     expect(counters).toMatchObject({ frames: 1, renders: 1, acks: 2 });
+    expect(counters).toMatchObject({ render_ms: 2.5, max_render_ms: 2.5 });
   });
 
   it("counts no render and sends no ack when nothing was pending", () => {
@@ -56,7 +57,7 @@ describe("FrameLoop", () => {
     loop.request();
     frames.frame();
     expect(acks).toEqual([]);
-    expect(counters).toMatchObject({ frames: 1, renders: 0, acks: 0 });
+    expect(counters).toMatchObject({ frames: 1, renders: 0, acks: 0, render_ms: 0 });
   });
 
   it("dispose cancels the pending frame and ignores later requests", () => {

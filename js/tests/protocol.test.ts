@@ -6,6 +6,7 @@ import {
   type MessageState,
   STATE_TRAIT,
   type Status,
+  type StopMsg,
   toMessageState,
   type ViewMsg,
 } from "../src/protocol";
@@ -42,10 +43,22 @@ describe("protocol mirrors protocol.py", () => {
     expect(quoted(block(/^FINAL_STATUSES/m)).sort()).toEqual([...FINAL_STATUSES].sort());
   });
 
-  it("MessageState fields", () => {
-    const fields = [...block(/^class MessageState/m).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]);
-    const state = toMessageState({ id: "x" }) as MessageState;
-    expect(fields.sort()).toEqual(Object.keys(state).sort());
+  it("MessageState fields, the optional ones apart", () => {
+    const fields = (start: RegExp) =>
+      [...block(start).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]).sort();
+    const required = Object.keys(toMessageState({ id: "x" }) as MessageState);
+    expect(fields(/^class MessageState\(/m)).toEqual(required.sort());
+    const optional = Object.keys(toMessageState({ id: "x", pane: 1 }) as MessageState).filter(
+      (k) => !required.includes(k),
+    );
+    expect(fields(/^class MessageStateExtras\(TypedDict, total=False\)/m)).toEqual(optional.sort());
+    expect(optional).toEqual(["pane"]);
+  });
+
+  it("StopMsg fields", () => {
+    const fields = [...block(/^class StopMsg/m).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]);
+    const stop: Required<StopMsg> = { kind: "stop", id: "m1", pane: 0 };
+    expect(fields.sort()).toEqual(Object.keys(stop).sort());
   });
 
   it("message kinds", () => {

@@ -1,0 +1,412 @@
+/**
+ * One scrolling list of messages: owns a `div.nbs-scroll` and everything in it.
+ * Every layout (chat, stream, each pane of compare) is made of these, so a
+ * message renders the same way everywhere: one copy of the rendering.
+ *
+ *   div.nbs-scroll
+ *     div.nbs-messages          the scrollable list; follows new text unless scrolled up
+ *       div.nbs-message[data-id][data-role][data-status][data-pane]
+ *         span.nbs-who          who speaks, for screen readers only
+ *         div.nbs-text          the text: Markdown (.nbs-md, see incremental.ts) for
+ *                               the assistant, plain Text nodes (text.ts) otherwise
+ *         div.nbs-footer        span.nbs-status (a human label), button.nbs-copy-msg
+ *         details.nbs-detail    the traceback of an error, on demand
+ *     button.nbs-jump           "Jump to latest", while the user has scrolled up
+ *
+ * Messages change only in {@link MessageList.paint}, which the owning view
+ * calls from the frame loop's render with what changed. Model output reaches
+ * the DOM only as sanitized Markdown (incremental.ts, sanitize.ts) or as Text
+ * nodes. Clicks on copy buttons and image placeholders are handled by the
+ * owning view's one delegated listener, which reads a message's text with
+ * {@link MessageList.entry}. Runs on the browser's main thread only.
+ */
+import type { Entry, MessageChange } from "./buffer";
+import type { Highlighter } from "./highlight";
+import { FullSink, MarkdownSink, type Sink } from "./incremental";
+import { FINAL_STATUSES } from "./protocol";
+import { isWaiting, LiveRate, statusLabel } from "./status";
+import { TextSink } from "./text";
+
+/** How assistant messages are rendered: incremental Markdown, or (benchmarks) the naive way. */
+export type MarkdownMode = "incremental" | "full";
+
+export interface ListOptions {
+  /** where closed code blocks get highlighted; null: never */
+  highlighter: Highlighter | null;
+  markdown: MarkdownMode;
+  /** characters of message text shown, summed over the messages (for benchmarks) */
+  onChars?: ((delta: number) => void) | undefined;
+  /** removes the list's DOM listeners when aborted */
+  signal: AbortSignal;
+  /** the list's accessible name */
+  label: string;
+}
+
+/** Within this many pixels of the bottom, the list follows new text. */
+const STICK_PX = 24;
+/** The live rate in a status line changes at most this often (ms). */
+const RATE_EVERY_MS = 500;
+
+const WHO: Record<string, string> = { user: "You", assistant: "Assistant", system: "System" };
+
+interface MessageNode {
+  el: HTMLElement;
+  textEl: HTMLElement;
+  sink: Sink;
+  /** whether the sink renders Markdown (assistant) or plain text */
+  markdown: boolean;
+  /** its Markdown rendering failed once: plain text from then on */
+  failed: boolean;
+  /** characters of text shown */
+  length: number;
+  footer: HTMLElement;
+  status: HTMLElement;
+  copy: HTMLButtonElement | null;
+  detail: HTMLDetailsElement | null;
+  detailText: string | null;
+  entry: Readonly<Entry> | null;
+  rate: LiveRate | null;
+  shownRate: number | null;
+  rateAt: number;
+  /** what is shown, to skip DOM writes that change nothing */
+  shownStatus: string;
+  shownRole: string;
+  shownLabel: string;
+  shownWaiting: boolean;
+}
+
+export function makeElement<K extends keyof HTMLElementTagNameMap>(
+  doc: Document,
+  tag: K,
+  className: string,
+): HTMLElementTagNameMap[K] {
+  const el = doc.createElement(tag);
+  el.className = className;
+  return el;
+}
+
+export function makeButton(
+  doc: Document,
+  className: string,
+  text: string,
+  label: string,
+): HTMLButtonElement {
+  const b = makeElement(doc, "button", className);
+  b.type = "button";
+  b.textContent = text;
+  b.setAttribute("aria-label", label);
+  b.title = label;
+  return b;
+}
+
+export class MessageList {
+  /** `div.nbs-scroll`: the list and its jump button */
+  readonly el: HTMLDivElement;
+  /** `div.nbs-messages`: the scrolling list itself */
+  readonly list: HTMLDivElement;
+  private readonly doc: Document;
+  private readonly jump: HTMLButtonElement;
+  private readonly nodes = new Map<string, MessageNode>();
+  /** ids of the nodes created and not painted yet */
+  private readonly fresh = new Set<string>();
+  /** whether the list follows new text (the user has not scrolled up) */
+  private stuck = true;
+  /** the scrollTop the view last set, to tell the user's scrolling from ours */
+  private setTop = 0;
+
+  constructor(
+    doc: Document,
+    private readonly options: ListOptions,
+  ) {
+    this.doc = doc;
+    this.el = makeElement(doc, "div", "nbs-scroll");
+    this.list = makeElement(doc, "div", "nbs-messages");
+    this.list.setAttribute("role", "list");
+    this.list.setAttribute("aria-label", options.label);
+    this.list.tabIndex = 0;
+    this.jump = makeButton(doc, "nbs-jump", "Jump to latest ↓", "Jump to the latest message");
+    this.jump.hidden = true;
+    this.el.append(this.list, this.jump);
+    const opts = { signal: options.signal };
+    this.jump.addEventListener("click", () => this.follow(), opts);
+    this.list.addEventListener("scroll", () => this.onScroll(), { ...opts, passive: true });
+  }
+
+  /** The message as last painted, if this list shows it. */
+  entry(id: string): Readonly<Entry> | null {
+    return this.nodes.get(id)?.entry ?? null;
+  }
+
+  /** The status label shown for message `id` ("" if none, or not shown here). */
+  label(id: string): string {
+    return this.nodes.get(id)?.shownLabel ?? "";
+  }
+
+  /** The ids of the messages this list shows but has not painted yet. */
+  unpainted(): string[] {
+    return this.fresh.size === 0 ? [] : [...this.fresh];
+  }
+
+  /** Makes the list's children match `order`, creating and removing nodes. */
+  reconcile(order: readonly string[]): void {
+    const keep = new Set(order);
+    for (const [id, node] of this.nodes) {
+      if (!keep.has(id)) {
+        this.countChars(node, 0);
+        node.el.remove();
+        this.nodes.delete(id);
+        this.fresh.delete(id);
+      }
+    }
+    let expected: Element | null = this.list.firstElementChild;
+    for (const id of order) {
+      let node = this.nodes.get(id);
+      if (node === undefined) {
+        node = this.createNode(id);
+        this.nodes.set(id, node);
+        this.fresh.add(id);
+      }
+      if (node.el === expected) {
+        expected = expected.nextElementSibling;
+      } else {
+        this.list.insertBefore(node.el, expected);
+      }
+    }
+  }
+
+  /**
+   * Renders one message's change, if this list shows the message. `now` is the
+   * frame's time (ms, monotonic). Returns the message's new status label when
+   * an assistant message's status changed (for the live region), else null.
+   */
+  paint(change: MessageChange, now: number): string | null {
+    const node = this.nodes.get(change.entry.id);
+    if (node === undefined) {
+      return null;
+    }
+    const e = change.entry;
+    // a node painted for the first time shows the whole text, whatever the change says
+    const replaced = change.replaced || node.entry === null;
+    node.entry = e;
+    this.fresh.delete(e.id);
+    const final = FINAL_STATUSES.has(e.status);
+    try {
+      this.updateText(node, e, replaced, change.appended, final, now);
+    } catch (err) {
+      // A renderer that fails must not take the view down: show this
+      // message as plain text from now on.
+      console.error("nbstream: rendering a message failed; showing it as plain text", err);
+      node.failed = true;
+      node.markdown = false;
+      node.sink = new TextSink(node.textEl);
+      node.textEl.className = "nbs-text";
+      node.sink.replace(e.text);
+      this.countChars(node, e.text.length);
+    }
+    const statusChanged = node.shownStatus !== e.status;
+    this.updateChrome(node, e, now);
+    return statusChanged && e.role === "assistant" ? node.shownLabel : null;
+  }
+
+  /** After a frame's paints: keep the list at the bottom unless the user scrolled away. */
+  settle(): void {
+    if (this.stuck) {
+      this.scrollToBottom();
+    }
+  }
+
+  /** Follow new text again, from now on. */
+  follow(): void {
+    this.stuck = true;
+    if (!this.jump.hidden) {
+      this.jump.hidden = true;
+    }
+    this.scrollToBottom();
+  }
+
+  private countChars(node: MessageNode, length: number): void {
+    this.options.onChars?.(length - node.length);
+    node.length = length;
+  }
+
+  private createNode(id: string): MessageNode {
+    const make = <K extends keyof HTMLElementTagNameMap>(tag: K, cls: string) =>
+      makeElement(this.doc, tag, cls);
+    const el = make("div", "nbs-message");
+    el.setAttribute("role", "listitem");
+    el.dataset.id = id;
+    const who = make("span", "nbs-who");
+    const textEl = make("div", "nbs-text");
+    const footer = make("div", "nbs-footer");
+    const status = make("span", "nbs-status");
+    status.hidden = true;
+    footer.hidden = true;
+    footer.append(status);
+    el.append(who, textEl, footer);
+    return {
+      el,
+      textEl,
+      footer,
+      sink: new TextSink(textEl),
+      markdown: false,
+      failed: false,
+      length: 0,
+      status,
+      copy: null,
+      detail: null,
+      detailText: null,
+      entry: null,
+      rate: null,
+      shownRate: null,
+      rateAt: Number.NEGATIVE_INFINITY,
+      shownStatus: "",
+      shownRole: "",
+      shownLabel: "",
+      shownWaiting: false,
+    };
+  }
+
+  /** Hands the message's new text to its sink. */
+  private updateText(
+    node: MessageNode,
+    e: Readonly<Entry>,
+    replaced: boolean,
+    appended: string,
+    final: boolean,
+    now: number,
+  ): void {
+    if (this.ensureSink(node, e.role) || replaced) {
+      this.countChars(node, e.text.length);
+      node.sink.replace(e.text, final);
+    } else if (appended.length > 0) {
+      this.countChars(node, node.length + appended.length);
+      node.sink.append(appended);
+      if (e.status === "running") {
+        node.rate ??= new LiveRate();
+        node.rate.add(now, appended.length);
+      }
+    }
+    if (final) {
+      node.sink.finish();
+    }
+  }
+
+  /** Gives the node the sink its role needs; returns whether it made a new one. */
+  private ensureSink(node: MessageNode, role: string): boolean {
+    const markdown = role === "assistant" && !node.failed;
+    if (node.markdown === markdown) {
+      return false;
+    }
+    node.markdown = markdown;
+    node.textEl.textContent = "";
+    node.textEl.className = markdown ? "nbs-text nbs-md" : "nbs-text";
+    if (!markdown) {
+      node.sink = new TextSink(node.textEl);
+    } else if (this.options.markdown === "full") {
+      node.sink = new FullSink(node.textEl);
+    } else {
+      const highlighter = this.options.highlighter;
+      node.sink = new MarkdownSink(
+        node.textEl,
+        highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) },
+      );
+    }
+    return true;
+  }
+
+  /** Role, status label, copy button and error details; writes only what differs. */
+  private updateChrome(node: MessageNode, e: Readonly<Entry>, now: number): void {
+    if (node.shownRole !== e.role) {
+      node.shownRole = e.role;
+      node.el.dataset.role = e.role;
+      (node.el.firstElementChild as HTMLElement).textContent = `${WHO[e.role] ?? e.role}:`;
+      if (e.role === "assistant" && node.copy === null) {
+        node.copy = makeButton(this.doc, "nbs-copy-msg", "Copy", "Copy this answer as Markdown");
+        node.status.after(node.copy);
+      }
+    }
+    const pane = e.pane === undefined ? undefined : String(e.pane);
+    if (node.el.dataset.pane !== pane) {
+      if (pane === undefined) {
+        delete node.el.dataset.pane;
+      } else {
+        node.el.dataset.pane = pane;
+      }
+    }
+    if (node.copy !== null && node.copy.hidden !== (e.text === "")) {
+      node.copy.hidden = e.text === "";
+    }
+    if (node.shownStatus !== e.status) {
+      node.shownStatus = e.status;
+      node.el.dataset.status = e.status;
+      if (e.status === "queued" || e.status === "loading" || e.status === "running") {
+        node.el.setAttribute("aria-busy", "true");
+      } else {
+        node.el.removeAttribute("aria-busy");
+        node.rate = null;
+        node.shownRate = null;
+      }
+    }
+    if (node.rate !== null && now - node.rateAt >= RATE_EVERY_MS) {
+      node.shownRate = node.rate.perSecond();
+      node.rateAt = now;
+    }
+    const label = statusLabel(e, e.status === "running" ? node.shownRate : null);
+    if (node.shownLabel !== label) {
+      node.shownLabel = label;
+      node.status.textContent = label;
+      node.status.hidden = label === "";
+      node.status.title =
+        e.status === "done" || e.status === "stopped"
+          ? "TTFT: time to first token. A piece is what the source emitted at once (a token for a local model)."
+          : "";
+    }
+    const footerHidden = node.status.hidden && (node.copy === null || node.copy.hidden);
+    if (node.footer.hidden !== footerHidden) {
+      node.footer.hidden = footerHidden;
+    }
+    const waiting = isWaiting(e);
+    if (node.shownWaiting !== waiting) {
+      node.shownWaiting = waiting;
+      node.status.classList.toggle("nbs-waiting", waiting);
+    }
+    const detail = (e.status === "error" || e.status === "timeout") && e.detail ? e.detail : null;
+    if (node.detailText !== detail) {
+      node.detailText = detail;
+      node.detail?.remove();
+      node.detail = null;
+      if (detail !== null) {
+        const details = makeElement(this.doc, "details", "nbs-detail");
+        const summary = this.doc.createElement("summary");
+        summary.textContent = "details";
+        const pre = this.doc.createElement("pre");
+        pre.textContent = detail;
+        details.append(summary, pre);
+        node.el.appendChild(details);
+        node.detail = details;
+      }
+    }
+  }
+
+  private scrollToBottom(): void {
+    const l = this.list;
+    l.scrollTop = l.scrollHeight;
+    this.setTop = l.scrollTop;
+  }
+
+  private onScroll(): void {
+    const l = this.list;
+    const atBottom = l.scrollHeight - l.scrollTop - l.clientHeight <= STICK_PX;
+    if (atBottom) {
+      this.stuck = true;
+    } else if (l.scrollTop < this.setTop - 1) {
+      // The user moved up (the view only ever scrolls down): stop following.
+      // Text that grew since the view last scrolled leaves scrollTop as it was.
+      this.stuck = false;
+    }
+    this.setTop = l.scrollTop;
+    if (this.jump.hidden !== this.stuck) {
+      this.jump.hidden = this.stuck;
+    }
+  }
+}
