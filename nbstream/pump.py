@@ -60,6 +60,12 @@ DEFAULT_CEILING = 0.25
 #: an unacknowledged delta older than this means acks are not coming (the kernel's
 #: main thread is busy, or the view went away): fall back to the plain bounded rate
 DEFAULT_ACK_TIMEOUT = 0.3
+#: while a stream runs and a view that used to ack has gone quiet for this long, the
+#: state is re-published every REPUBLISH_EVERY seconds: a reloaded page whose messages
+#: never reach the kernel (JupyterLab's commsOverSubshells can route them to a subshell
+#: the kernel does not know) still catches up, without a hello
+SILENT_VIEW = 1.0
+REPUBLISH_EVERY = 2.0
 
 
 @dataclass(eq=False)
@@ -78,6 +84,7 @@ class Channel:
     render_ms_ewma: float = 0.0
     ack_lag_ms_ewma: float = 0.0
     acks: int = 0
+    last_republish: float = -math.inf
     dirty: bool = False
     closed: bool = False
     #: figures: messages sent through this channel
@@ -215,6 +222,11 @@ class Pump:
                     due = s.due_at()
                     if due is not None:
                         next_at = min(next_at, due)
+                if ch.streams and flow and now - ch.last_ack_at > SILENT_VIEW:  # type: ignore[operator]
+                    if now - ch.last_republish >= REPUBLISH_EVERY:
+                        ch.last_republish = now
+                        ch.dirty = True
+                    next_at = min(next_at, ch.last_republish + REPUBLISH_EVERY)
                 if ch.dirty:
                     ch.dirty = False
                     work.append((ch, None))

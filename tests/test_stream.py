@@ -340,3 +340,38 @@ def test_acks_for_unknown_or_future_seqs_are_ignored() -> None:
     pump.ack(ch, "nope", 1, 1.0)
     pump.ack(ch, "m1", 99, 1.0)
     assert ch.acks == 0 and ch.last_ack_at is None
+
+
+def test_a_view_gone_quiet_mid_stream_gets_the_state_every_two_seconds() -> None:
+    clock = FakeClock()
+    pump, deltas, publishes, s = make(clock, 0.04)
+    ch = pump._channels[0]
+    s.put("a")
+    pump.step(clock())
+    pump.ack(ch, "m1", 1, 1.0)  # a view was there...
+    n0 = len(publishes)
+    for _ in range(200):  # ...then 8 s without a word from it (reloaded, messages lost)
+        clock.advance(0.04)
+        s.put("b")
+        pump.step(clock())
+    assert 3 <= len(publishes) - n0 <= 4  # from 1 s of silence on, every 2 s
+    assert len(deltas) > 150  # and deltas kept flowing at the plain rate
+
+
+def test_no_periodic_state_without_a_view_or_while_acks_flow() -> None:
+    clock = FakeClock()
+    pump, deltas, publishes, s = make(clock, 0.04)
+    ch = pump._channels[0]
+    pump.step(clock())  # the new message's own publish
+    n0 = len(publishes)
+    for _ in range(200):  # headless: never an ack
+        clock.advance(0.04)
+        s.put("b")
+        pump.step(clock())
+    assert len(publishes) == n0
+    for _ in range(200):  # a view acking every delta
+        clock.advance(0.04)
+        s.put("c")
+        pump.step(clock())
+        pump.ack(ch, "m1", deltas[-1].seq, 1.0)
+    assert len(publishes) == n0
