@@ -6,11 +6,10 @@ import importlib.util
 from pathlib import Path
 
 import pytest
+from _model_fixtures import tiny_model, tiny_tokenizer
 
 from nbstream import StreamView
 from nbstream.sources import TransformersSource
-
-from _model_fixtures import tiny_model, tiny_tokenizer
 
 pytestmark = pytest.mark.skipif(importlib.util.find_spec("bitsandbytes") is None,
                                 reason="bitsandbytes is not installed")
