@@ -114,12 +114,10 @@ class ChatWidget(StreamingWidget):
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
 
     # -------------------------------------------------------------- internals
+    def _ask(self, text: str) -> None:
+        self.send(text)
+
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "send":
-            text = content.get("text")
-            if isinstance(text, str) and text.strip():
-                self.send(text)
-            return True
         if kind == "regenerate":
             self.regenerate()
             return True

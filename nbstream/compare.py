@@ -108,12 +108,10 @@ class Compare(StreamingWidget):
     def __repr__(self) -> str:
         return f"Compare(sources=[{', '.join(repr(s) for s in self.sources)}])"
 
+    def _ask(self, text: str) -> None:
+        self.send(text)
+
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "send":
-            text = content.get("text")
-            if isinstance(text, str) and text.strip():
-                self.send(text)
-            return True
         if kind == "stop" and isinstance(content.get("pane"), int):
             self.stop_pane(content["pane"])
             return True

@@ -212,8 +212,16 @@ class StreamingWidget(anywidget.AnyWidget):
         self._send({"method": "custom",
                     "content": {"kind": "delta", "id": d.id, "seq": d.seq, "text": d.text}})
 
+    def _ask(self, text: str) -> None:
+        """The view's Send: widgets with an input box ask their source(s) ``text``."""
+
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
         """Handle a user command from the view; True if handled (subclasses extend)."""
+        if kind == "send":
+            text = content.get("text")
+            if isinstance(text, str) and text.strip():
+                self._ask(text)
+            return True
         if kind == "stop":
             rid = content.get("id")
             self.stop(rid if isinstance(rid, str) else None)
