@@ -4,8 +4,9 @@
 (each word with the whitespace before it) at ``rate`` pieces per second.
 ``jitter`` (0..1) varies each gap by up to that fraction, reproducibly from
 ``seed``. The schedule is absolute, so a slow consumer does not slow the
-source down and high rates (10,000 pieces/s) are met by emitting several
-pieces per wake-up. It waits on the cancel event, so a stop is immediate.
+source down, and high rates (10,000 pieces/s) are met by emitting the pieces
+due within ``MIN_WAIT`` (5 ms) per wake-up. It waits on the cancel event, so
+a stop is immediate.
 
 Faults for tests and teaching: ``error_after=N`` raises after N pieces,
 ``stall_after=N`` pauses ``stall_for`` seconds after N pieces.
@@ -22,6 +23,10 @@ from collections.abc import Callable, Sequence
 from .base import Cancelled, ChatMessage, Emit, Source
 
 _WORD = re.compile(r"\s*\S+|\s+")
+#: never sleep for less than this: at thousands of pieces per second, waking every
+#: millisecond in each of several threads costs the kernel's main thread (the GIL)
+#: more than emitting the pieces due within the next few milliseconds at once
+MIN_WAIT = 0.005
 
 
 def split_words(text: str) -> list[str]:
@@ -85,7 +90,7 @@ class ScriptedSource(Source):
             if i:
                 due += gap * (1.0 + self.jitter * rng.uniform(-1.0, 1.0))
             ahead = due - self._clock()
-            if ahead > 0.001 and cancel.wait(ahead):
+            if ahead > MIN_WAIT and cancel.wait(ahead):
                 raise Cancelled()
             if cancel.is_set():
                 raise Cancelled()
