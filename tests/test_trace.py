@@ -68,7 +68,7 @@ def test_logging_is_quiet_by_default_and_debug_logs_stages(capsys: object) -> No
 
     import nbstream
 
-    w = ChatWidget(ScriptedSource("a b c d", rate=1000))
+    w = ChatWidget(ScriptedSource("a b c d e f", rate=100))  # 10 ms gaps: real deltas
     w.send("go").wait(5)
     out = capsys.readouterr()  # type: ignore[attr-defined]
     assert out.err == "" and out.out == ""
