@@ -126,7 +126,6 @@ class Stream:
         self.ended_at: float | None = None
         self._piece_times = array("d")
         self._piece_chars = array("q")
-        self._last_piece_at: float | None = None
         self.flushes: list[Flush] = []
         self.discarded_chars = 0
         #: tokens generated, when the source reports them (else pieces stand in)
@@ -161,7 +160,6 @@ class Stream:
             self._pending_chars += len(piece)
             self._piece_times.append(now)
             self._piece_chars.append(len(piece))
-            self._last_piece_at = now
         if was_empty:
             self.on_wake(self)
 
@@ -205,12 +203,7 @@ class Stream:
         with self._cond:
             if self._final:
                 return False
-            self.cancel_event.set()
-            self.discarded_chars += self._pending_chars
-            self._pending.clear()
-            self._pending_chars = 0
-            self._finishing = None
-            self._make_final(status, reason)
+            self._stop(status, reason)
         self.on_wake(self)
         return True
 
@@ -284,11 +277,12 @@ class Stream:
         t = math.inf
         if lim.total is not None:
             t = min(t, self.started_at + lim.total)
-        if self._last_piece_at is None or self._last_piece_at < self.started_at:
+        last_piece = self._piece_times[-1] if self._piece_times else None
+        if last_piece is None or last_piece < self.started_at:
             if lim.first_piece is not None:
                 t = min(t, self.started_at + lim.first_piece)
         elif lim.stall is not None:
-            t = min(t, self._last_piece_at + lim.stall)
+            t = min(t, last_piece + lim.stall)
         return t
 
     def take(self, now: float) -> Delta | None:
@@ -328,12 +322,7 @@ class Stream:
                 self._make_final(self._finishing, self._error_text)
                 return True
             if now >= self._deadline():
-                reason = self._timeout_reason(now)
-                self.cancel_event.set()
-                self.discarded_chars += self._pending_chars
-                self._pending.clear()
-                self._pending_chars = 0
-                self._make_final("timeout", reason)
+                self._stop("timeout", self._timeout_reason(now))
                 return True
             return False
 
@@ -341,9 +330,18 @@ class Stream:
         lim, start = self.limits, self.started_at or now
         if lim.total is not None and now >= start + lim.total:
             return f"no end after {lim.total:g} s"
-        if self._last_piece_at is None or self._last_piece_at < start:
+        if not self._piece_times or self._piece_times[-1] < start:
             return f"no first token after {lim.first_piece:g} s"
         return f"no token for {lim.stall:g} s"
+
+    def _stop(self, status: Status, reason: str | None) -> None:
+        # caller holds the lock: the unsent tail was never shown, so it is discarded
+        self.cancel_event.set()
+        self.discarded_chars += self._pending_chars
+        self._pending.clear()
+        self._pending_chars = 0
+        self._finishing = None
+        self._make_final(status, reason)
 
     def _make_final(self, status: Status, reason: str | None) -> None:
         # caller holds the lock
@@ -369,22 +367,23 @@ class Stream:
     # ------------------------------------------------------------------ figures
     def stats(self) -> dict[str, Any]:
         """Figures of this message so far (times in milliseconds)."""
-        with self._cond:
+        with self._cond:  # one consistent snapshot; the figures are computed outside
             times = list(self._piece_times)
             start = self.started_at
             end = self.ended_at if self.ended_at is not None else self._clock()
-        out: dict[str, Any] = {
-            "pieces": len(times),
-            "chars": self._sent_chars + self._pending_chars,
-            "flushes": len(self.flushes),
-            "discarded_chars": self.discarded_chars,
-            "backpressure_waits": self.backpressure_waits,
-            "backpressure_ms": round(self.backpressure_s * 1000, 3),
-            "acked": self._acked,
-        }
-        if self.render_ms:
+            tokens = self.tokens
             r = sorted(self.render_ms)
             lag = sorted(self.ack_lag_ms)
+            out: dict[str, Any] = {
+                "pieces": len(times),
+                "chars": self._sent_chars + self._pending_chars,
+                "flushes": len(self.flushes),
+                "discarded_chars": self.discarded_chars,
+                "backpressure_waits": self.backpressure_waits,
+                "backpressure_ms": round(self.backpressure_s * 1000, 3),
+                "acked": self._acked,
+            }
+        if r:
             out["render_ms_p50"] = round(_quantile(r, 0.5), 3)
             out["render_ms_max"] = round(r[-1], 3)
             out["ack_lag_ms_p50"] = round(_quantile(lag, 0.5), 3)
@@ -393,9 +392,9 @@ class Stream:
             out["ttft_ms"] = round((times[0] - start) * 1000, 3)
             gen_s = max(end - start, 1e-9)
             out["pieces_per_s"] = round(len(times) / gen_s, 2)
-            if self.tokens is not None:
-                out["tokens"] = self.tokens
-                out["tokens_per_s"] = round(self.tokens / gen_s, 2)
+            if tokens is not None:
+                out["tokens"] = tokens
+                out["tokens_per_s"] = round(tokens / gen_s, 2)
             gaps = sorted(b - a for a, b in itertools.pairwise(times))
             if gaps:
                 out["gap_p50_ms"] = round(_quantile(gaps, 0.5) * 1000, 3)
