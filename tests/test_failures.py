@@ -9,6 +9,7 @@ import tracemalloc
 from collections.abc import Iterator, Sequence
 
 import pytest
+from _sources import SlowLoading
 
 from nbstream import ChatWidget
 from nbstream.sources import IteratorSource, ScriptedSource
@@ -61,18 +62,7 @@ def test_timeout_frees_the_lane_for_the_next_reply() -> None:
 
 
 def test_loading_does_not_count_against_the_first_token_timeout() -> None:
-    class Slow(ScriptedSource):
-        loaded = False
-
-        @property
-        def prepared(self) -> bool:
-            return self.loaded
-
-        def prepare(self) -> None:
-            time.sleep(0.5)
-            self.loaded = True
-
-    w = ChatWidget(Slow("hi there", rate=1000), first_token_timeout=0.3)
+    w = ChatWidget(SlowLoading("hi there", rate=1000, load_s=0.5), first_token_timeout=0.3)
     r = w.send("go")
     time.sleep(0.2)
     assert r.status == "loading"

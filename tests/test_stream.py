@@ -37,6 +37,14 @@ def make(clock: FakeClock, interval: float = 0.04, **kw: object) -> tuple[Pump, 
     return pump, deltas, publishes, s
 
 
+def feed(clock: FakeClock, pump: Pump, s: Stream, n: int, *, every: float, piece: str) -> None:
+    """The producer puts ``piece`` every ``every`` seconds, ``n`` times; the pump keeps up."""
+    for _ in range(n):
+        clock.advance(every)
+        s.put(piece)
+        pump.step(clock())
+
+
 def joined(deltas: list[Delta]) -> str:
     return "".join(d.text for d in deltas)
 
@@ -90,10 +98,7 @@ def test_first_piece_is_flushed_at_once_then_rate_bounded() -> None:
 def test_flush_count_bounded_by_elapsed_over_interval() -> None:
     clock = FakeClock()
     pump, deltas, _, s = make(clock, 0.04)
-    for _ in range(20_000):  # 10 s at 2000 pieces/s
-        clock.advance(0.0005)
-        s.put("a")
-        pump.step(clock())
+    feed(clock, pump, s, 20_000, every=0.0005, piece="a")  # 10 s at 2000 pieces/s
     assert len(deltas) <= 10.0 / 0.04 + 1
     assert len(deltas) >= 0.95 * 10.0 / 0.04  # and it does keep flushing
     assert joined(deltas) == "a" * len(joined(deltas))
@@ -268,10 +273,7 @@ def test_window_holds_back_deltas_until_acked_and_text_coalesces() -> None:
     s.put("a")
     pump.step(clock())
     pump.ack(ch, "m1", 1, 1.0)  # a view is there and acks
-    for _ in range(6):  # 246 ms: within the ack timeout
-        clock.advance(0.041)
-        s.put("b")
-        pump.step(clock())
+    feed(clock, pump, s, 6, every=0.041, piece="b")  # 246 ms: within the ack timeout
     # window of 4: deltas 2..5 went out, then the pump waits for acks
     assert [d.seq for d in deltas] == [1, 2, 3, 4, 5]
     clock.advance(0.01)
@@ -292,10 +294,7 @@ def test_stale_acks_fall_back_to_the_bounded_rate() -> None:
     pump.step(clock())
     pump.ack(ch, "m1", 1, 1.0)
     # from now on no ack arrives (the kernel's main thread is busy)
-    for _ in range(100):  # 4 s
-        clock.advance(0.04)
-        s.put("b")
-        pump.step(clock())
+    feed(clock, pump, s, 100, every=0.04, piece="b")  # 4 s
     # it paused for at most ack_timeout, then kept streaming at the plain rate
     assert len(deltas) >= 100 - 0.3 / 0.04 - 2
 
@@ -303,10 +302,7 @@ def test_stale_acks_fall_back_to_the_bounded_rate() -> None:
 def test_no_view_means_no_window() -> None:
     clock = FakeClock()
     pump, deltas, _, s = make(clock, 0.04)
-    for _ in range(50):
-        clock.advance(0.04)
-        s.put("x")
-        pump.step(clock())
+    feed(clock, pump, s, 50, every=0.04, piece="x")
     assert len(deltas) == 50
 
 
@@ -316,9 +312,7 @@ def test_slow_renders_stretch_the_interval_up_to_the_ceiling() -> None:
     ch = pump._channels[0]
     seq = 0
     for _ in range(300):  # 3 s; the browser takes 40 ms per render
-        clock.advance(0.01)
-        s.put("x")
-        pump.step(clock())
+        feed(clock, pump, s, 1, every=0.01, piece="x")
         if deltas and deltas[-1].seq > seq:
             seq = deltas[-1].seq
             pump.ack(ch, "m1", seq, 40.0)
@@ -350,10 +344,8 @@ def test_a_view_gone_quiet_mid_stream_gets_the_state_every_two_seconds() -> None
     pump.step(clock())
     pump.ack(ch, "m1", 1, 1.0)  # a view was there...
     n0 = len(publishes)
-    for _ in range(200):  # ...then 8 s without a word from it (reloaded, messages lost)
-        clock.advance(0.04)
-        s.put("b")
-        pump.step(clock())
+    # ...then 8 s without a word from it (reloaded, its messages lost)
+    feed(clock, pump, s, 200, every=0.04, piece="b")
     assert 3 <= len(publishes) - n0 <= 4  # from 1 s of silence on, every 2 s
     assert len(deltas) > 150  # and deltas kept flowing at the plain rate
 
@@ -364,14 +356,9 @@ def test_no_periodic_state_without_a_view_or_while_acks_flow() -> None:
     ch = pump._channels[0]
     pump.step(clock())  # the new message's own publish
     n0 = len(publishes)
-    for _ in range(200):  # headless: never an ack
-        clock.advance(0.04)
-        s.put("b")
-        pump.step(clock())
+    feed(clock, pump, s, 200, every=0.04, piece="b")  # headless: never an ack
     assert len(publishes) == n0
     for _ in range(200):  # a view acking every delta
-        clock.advance(0.04)
-        s.put("c")
-        pump.step(clock())
+        feed(clock, pump, s, 1, every=0.04, piece="c")
         pump.ack(ch, "m1", deltas[-1].seq, 1.0)
     assert len(publishes) == n0

@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from _sources import SlowLoading
 
 from nbstream import ChatWidget, ReplyError
 from nbstream.sources import IteratorSource, ScriptedSource
@@ -251,18 +252,7 @@ def test_regenerate_replaces_the_last_answer() -> None:
 
 
 def test_every_status_change_reaches_the_view() -> None:
-    class Slow(ScriptedSource):
-        loaded = False
-
-        @property
-        def prepared(self) -> bool:
-            return self.loaded
-
-        def prepare(self) -> None:
-            time.sleep(0.1)
-            self.loaded = True
-
-    w = ChatWidget(Slow(TEXT, rate=2000))
+    w = ChatWidget(SlowLoading(TEXT, rate=2000, load_s=0.1))
     wire = Wire(w)
     r = w.send("go")
     r.wait(10)
