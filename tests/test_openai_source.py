@@ -404,3 +404,24 @@ def test_transformers_serve_cancel_mid_stream(serve: tuple[ServerProcess, str]) 
     # the server is still fine afterwards
     _, error, _ = collect(OpenAISource(model, server.base_url, temperature=0, max_tokens=1))
     assert error is None
+
+
+@pytest.mark.model
+def test_transformers_serve_killed_mid_stream(tmp_path: Path) -> None:
+    """A real server crashing mid-answer: a clear error, the pieces so far kept."""
+    from _servers import start_transformers_serve
+
+    from nbstream.default_model import default_model_path
+
+    folder = default_model_path()
+    server = start_transformers_serve(folder, tmp_path / "doomed-serve.log")
+    try:
+        source = OpenAISource(str(folder), server.base_url, temperature=0, max_tokens=200)
+        pieces, error, _ = collect(
+            source, on_piece=lambda got: server.kill() if len(got) == 3 else None)
+        assert not server.alive()
+        assert len(pieces) == 3
+        assert isinstance(error, SourceError)
+        assert "was lost after 3 pieces" in str(error)
+    finally:
+        server.stop()
