@@ -35,8 +35,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .pieces import Cancelled
 from .protocol import Status
-from .sources.base import Cancelled
 
 Clock = Callable[[], float]
 

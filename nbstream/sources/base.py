@@ -19,6 +19,10 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypedDict
 
+from ..pieces import Cancelled, Outcome, Reasoning
+
+__all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError"]
+
 
 class ChatMessage(TypedDict):
     """One turn of the conversation handed to a source."""
@@ -28,10 +32,6 @@ class ChatMessage(TypedDict):
 
 
 Emit = Callable[[str], None]
-
-
-class Cancelled(Exception):
-    """Raised by ``emit`` after the reply was stopped; sources let it propagate."""
 
 
 class SourceError(RuntimeError):

@@ -1,0 +1,70 @@
+"""What a source hands the pipeline: pieces of text, and how a generation ended.
+
+This module is the contract between ``sources/`` (producers, on worker
+threads) and the stream core (``stream.py``, ``reply.py``). It imports
+nothing else of nbstream, so both sides can depend on it without depending
+on each other.
+
+* A **piece** is a ``str``. A plain ``str`` is answer text; a
+  :class:`Reasoning` (a ``str`` subclass) is the model's thinking, shown apart
+  from the answer and left out of the history by default. ``emit(piece)``
+  takes either.
+* :meth:`Source.generate` returns an :class:`Outcome` (or ``None``, which
+  means ``Outcome()``: ended normally with ``finish_reason="stop"``). It says
+  why the generation ended, and carries the figures only the source knows
+  (usage, server timings, tokens). It travels back through the reply's own
+  call, never through a mutable attribute on the shared source object.
+* ``emit`` raises :class:`Cancelled` once the reply was stopped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+#: Why a reply ended. Sources report ``stop``, ``length``, ``tool_calls``,
+#: ``abort`` (vLLM's), or None (a server's stream ended with neither a finish
+#: reason nor an end marker). The pipeline itself sets ``cancelled`` (a stop),
+#: ``error`` (the source raised) and ``timeout`` (a time limit).
+FinishReason = Literal["stop", "length", "tool_calls", "abort", "cancelled", "error", "timeout"]
+
+#: The types of part a message is made of (more may come: tool calls, ...).
+PartType = Literal["answer", "reasoning"]
+
+
+class Reasoning(str):
+    """A piece of the model's reasoning (thinking), not of its answer.
+
+    ``emit(Reasoning("…"))``; a plain ``str`` is answer text.
+    """
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"Reasoning({str.__repr__(self)})"
+
+
+def part_type(piece: str) -> PartType:
+    """The part a piece belongs to."""
+    return "reasoning" if isinstance(piece, Reasoning) else "answer"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one ``generate()`` ended, with the figures only the source knows.
+
+    ``usage`` holds token counts where reported: ``prompt_tokens``,
+    ``completion_tokens``, ``reasoning_tokens``, ``cached_tokens``.
+    ``figures`` holds anything else worth showing in ``reply.stats``:
+    ``tokens`` (generated tokens, when the source counts them), llama.cpp's
+    ``timings`` (``prompt_per_second``, ``predicted_per_second``, ...), ...
+    """
+
+    finish_reason: FinishReason | None = "stop"
+    usage: Mapping[str, int] = field(default_factory=dict)
+    figures: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Cancelled(Exception):
+    """Raised by ``emit`` after the reply was stopped; sources let it propagate."""
