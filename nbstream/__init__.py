@@ -16,7 +16,7 @@ from .chat import ChatWidget
 from .compare import Compare
 from .logs import set_debug
 from .magic import load_ipython_extension
-from .reply import Reply, ReplyError
+from .reply import Reply, ReplyError, ReplyTimeout
 from .stream import Limits
 from .streamview import StreamView, stream
 
@@ -26,6 +26,7 @@ __all__ = [
     "Limits",
     "Reply",
     "ReplyError",
+    "ReplyTimeout",
     "StreamView",
     "__version__",
     "load_ipython_extension",

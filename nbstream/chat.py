@@ -10,21 +10,27 @@ from typing import Any
 
 import traitlets
 
-from .pump import DEFAULT_INTERVAL
+from .checks import check_prompt, check_system_prompt, check_title, short
+from .options import StreamOptions, Unpack, parse_options, with_options
 from .reply import Reply
 from .sources.base import Source
 from .widget import StreamingWidget, UserTurn
 
 
-def resolve_source(source: Source | None) -> Source:
+def resolve_source(source: Source | None, where: str = "ChatWidget") -> Source:
     """``source``, or the embedded default model when None; a clear error otherwise."""
     if source is None:  # the embedded default model, loaded on the first question
         from .sources.transformers import TransformersSource
 
         return TransformersSource()
     if not isinstance(source, Source):
-        raise TypeError(f"expected a nbstream Source, got {type(source).__name__}; "
-                        "wrap a function in IteratorSource")
+        hint = ""
+        if callable(source):
+            hint = "; wrap a function in IteratorSource"
+        elif hasattr(source, "__iter__") or hasattr(source, "__aiter__"):
+            hint = "; to show an iterable of str use nbstream.stream()"
+        raise TypeError(f"{where}(source=...) must be a nbstream Source (or None for the "
+                        f"embedded model), got {type(source).__name__} {short(source)}{hint}")
     return source
 
 
@@ -36,43 +42,44 @@ class ChatWidget(StreamingWidget):
     :class:`~nbstream.sources.Source`. Generation runs on a worker thread;
     the cell returns at once and the kernel stays free.
 
-    ``interval`` is the flush interval in seconds (the bound on messages per
-    second); ``first_token_timeout``, ``stall_timeout`` and ``total_timeout``
-    end a reply with status ``timeout``; ``max_pending`` bounds the unsent
-    buffer in characters (a faster producer waits).
+    Stop (the button, Escape, :meth:`stop`, a kernel interrupt during
+    ``reply.wait()``) stops the running reply and the queued ones. The
+    source sees the conversation with turns alternating user / assistant: a
+    prompt whose answer has no text (stopped before its first piece, or
+    failed) is left out of what the model sees, with its empty answer.
+    The options (``interval``, the time limits, ``max_pending``) are listed
+    in ``help(ChatWidget.__init__)``.
     """
 
     placeholder = traitlets.Unicode("Ask something… (Enter sends, Shift+Enter: new line)").tag(
         sync=True)
 
+    @with_options
     def __init__(
         self,
         source: Source | None = None,
         *,
         title: str = "",
         system_prompt: str | None = None,
-        interval: float = DEFAULT_INTERVAL,
-        first_token_timeout: float | None = None,
-        stall_timeout: float | None = None,
-        total_timeout: float | None = None,
-        max_pending: int = 1 << 20,
-        **kwargs: Any,
+        **options: Unpack[StreamOptions],
     ) -> None:
+        """A chat on ``source`` (None: the embedded default model).
+
+        ``title`` is shown in the header; ``system_prompt`` is sent first to
+        the model with every question.
+        """
+        opts = parse_options(ChatWidget.__init__, options)
+        check_system_prompt(system_prompt, "ChatWidget")
+        check_title(title, "ChatWidget")
         source = resolve_source(source)
-        super().__init__(title=title, interval=interval, first_token_timeout=first_token_timeout,
-                         stall_timeout=stall_timeout, total_timeout=total_timeout,
-                         max_pending=max_pending, source_label=source.label, mode="chat",
-                         **kwargs)
+        super().__init__(title=title, options=opts, source_label=source.label, mode="chat")
         self.source = source
         self.system_prompt = system_prompt
 
     # ------------------------------------------------------------- public API
     def send(self, text: str) -> Reply:
         """Ask ``text``; returns a :class:`Reply` at once (generation runs on a worker)."""
-        if not isinstance(text, str):
-            raise TypeError(f"send() takes a str, got {type(text).__name__}")
-        if not text.strip():
-            raise ValueError("send() needs a non-empty prompt")
+        check_prompt(text)
         with self._lock:
             self._new_turn(text)
             reply = self._new_reply(self.source, text, lambda: self._conversation_before(reply))

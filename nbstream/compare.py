@@ -15,19 +15,26 @@ from typing import Any
 
 import traitlets
 
-from .pump import DEFAULT_INTERVAL
+from .checks import check_prompt, check_system_prompt, check_title, short
+from .options import StreamOptions, Unpack, parse_options, with_options
 from .reply import Reply
 from .sources.base import Source
-from .widget import StreamingWidget
+from .widget import BadViewMessage, StreamingWidget
 
 
 class Compare(StreamingWidget):
-    """Side-by-side answers of several sources to the same prompts."""
+    """Side-by-side answers of several sources to the same prompts.
+
+    Stop all (the button, Escape, :meth:`stop`, a kernel interrupt during
+    :meth:`wait`) stops every pane's running and queued replies; a pane's
+    own Stop (:meth:`stop_pane`) only that pane's.
+    """
 
     placeholder = traitlets.Unicode("Ask all of them… (Enter sends)").tag(sync=True)
     #: one entry per pane: {"label": str}
     panes = traitlets.List(traitlets.Dict()).tag(sync=True)
 
+    @with_options
     def __init__(
         self,
         sources: Sequence[Source],
@@ -36,22 +43,34 @@ class Compare(StreamingWidget):
         labels: Sequence[str] | None = None,
         system_prompt: str | None = None,
         title: str = "",
-        interval: float = DEFAULT_INTERVAL,
-        first_token_timeout: float | None = None,
-        stall_timeout: float | None = None,
-        total_timeout: float | None = None,
-        max_pending: int = 1 << 20,
-        **kwargs: Any,
+        **options: Unpack[StreamOptions],
     ) -> None:
+        """Compare ``sources`` (at least two); ask them ``prompt`` at once if given.
+
+        ``labels`` name the panes (default: each source's label).
+        """
+        opts = parse_options(Compare.__init__, options)
+        check_system_prompt(system_prompt, "Compare")
+        check_title(title, "Compare")
+        if isinstance(sources, (str, bytes)) or not isinstance(sources, Sequence):
+            raise TypeError(f"Compare(sources=...) must be a list of nbstream Sources, got "
+                            f"{type(sources).__name__} {short(sources)}")
         sources = list(sources)
         if len(sources) < 2:
-            raise ValueError("Compare needs at least two sources")
-        for s in sources:
+            raise ValueError("Compare(sources=...) needs at least two sources")
+        for i, s in enumerate(sources):
             if not isinstance(s, Source):
-                raise TypeError(f"expected nbstream Sources, got {type(s).__name__}")
+                raise TypeError(f"Compare(sources=...): item {i} must be a nbstream Source, "
+                                f"got {type(s).__name__} {short(s)}")
+        if prompt is not None:
+            check_prompt(prompt, "Compare")
+        if labels is not None and (isinstance(labels, (str, bytes))
+                                   or not all(isinstance(n, str) for n in labels)):
+            raise TypeError("Compare(labels=...) must be a list of str, one per source")
         names = list(labels) if labels is not None else [s.label for s in sources]
         if len(names) != len(sources):
-            raise ValueError("labels must match sources one to one")
+            raise ValueError(f"Compare(labels=...) must name the {len(sources)} sources one "
+                             f"to one, got {len(names)} labels")
         # the same label twice is confusing side by side: number them
         seen: dict[str, int] = {}
         original = list(names)
@@ -59,10 +78,8 @@ class Compare(StreamingWidget):
             if original.count(n) > 1:
                 seen[n] = seen.get(n, 0) + 1
                 names[i] = f"{n} #{seen[n]}"
-        super().__init__(title=title, interval=interval, first_token_timeout=first_token_timeout,
-                         stall_timeout=stall_timeout, total_timeout=total_timeout,
-                         max_pending=max_pending, source_label=" vs ".join(names),
-                         mode="compare", panes=[{"label": n} for n in names], **kwargs)
+        super().__init__(title=title, options=opts, source_label=" vs ".join(names),
+                         mode="compare", panes=[{"label": n} for n in names])
         self.sources = sources
         self.labels = names
         self.system_prompt = system_prompt
@@ -71,8 +88,7 @@ class Compare(StreamingWidget):
 
     def send(self, text: str) -> list[Reply]:
         """Ask every source ``text``; returns one reply per pane, in pane order."""
-        if not isinstance(text, str) or not text.strip():
-            raise ValueError("send() needs a non-empty prompt")
+        check_prompt(text)
         with self._lock:
             self._new_turn(text)
             round_: list[Reply] = []
@@ -102,7 +118,12 @@ class Compare(StreamingWidget):
         return [r.wait(timeout) for r in self.last_round]
 
     def stop_pane(self, pane: int) -> int:
-        """Stop the live replies of one pane."""
+        """Stop the running and queued replies of pane ``pane``; returns how many."""
+        if isinstance(pane, bool) or not isinstance(pane, int):
+            raise TypeError(f"stop_pane(pane) takes an int, got {type(pane).__name__}")
+        if not 0 <= pane < len(self.sources):
+            raise ValueError(f"stop_pane(pane): there are panes 0 to {len(self.sources) - 1}, "
+                             f"got {pane}")
         return sum(1 for r in self.replies_of(pane) if r.cancel())
 
     def __repr__(self) -> str:
@@ -112,7 +133,11 @@ class Compare(StreamingWidget):
         self.send(text)
 
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "stop" and isinstance(content.get("pane"), int):
-            self.stop_pane(content["pane"])
+        if kind == "stop" and "pane" in content:
+            pane = content["pane"]
+            if isinstance(pane, bool) or not isinstance(pane, int) or not (
+                    0 <= pane < len(self.sources)):
+                raise BadViewMessage("stop for an unknown pane")
+            self.stop_pane(pane)
             return True
         return super()._on_command(kind, content)

@@ -81,8 +81,8 @@ def run_magic(line: str, cell: str, user_ns: dict[str, Any], *, remember: bool) 
         earlier = _memory.setdefault(id(target), []) if remember else []
         history: list[ChatMessage] = []
         for said, answer in earlier:  # earlier answers as they stand now
-            history.append({"role": "user", "content": said})
-            if answer.text:
+            if answer.text:  # an unanswered prompt is left out: turns must alternate
+                history.append({"role": "user", "content": said})
                 history.append({"role": "assistant", "content": answer.text})
         view = stream(target, prompt, messages=history, system_prompt=opts["system"],
                       title=opts["title"], **limits)

@@ -23,7 +23,24 @@ log = logging.getLogger("nbstream")
 
 
 class ReplyError(RuntimeError):
-    """Raised by :meth:`Reply.wait` when the source failed; ``__cause__`` is its error."""
+    """Raised by :meth:`Reply.wait` when the reply failed: the source raised
+    (``__cause__`` is its error), or a time limit ended it (:class:`ReplyTimeout`).
+
+    ``reply`` is the reply; its ``text`` holds what was produced before.
+    """
+
+    def __init__(self, message: str, reply: Reply | None = None) -> None:
+        super().__init__(message)
+        self.reply = reply
+
+
+class ReplyTimeout(ReplyError):
+    """Raised by :meth:`Reply.wait` when one of the reply's own time limits
+    (``first_token_timeout``, ``stall_timeout``, ``total_timeout``) ended it.
+
+    Not a :class:`TimeoutError`: that one is ``wait(timeout=...)`` giving up
+    while the reply still runs. This reply is over (status ``timeout``).
+    """
 
 
 class Reply:
@@ -35,8 +52,11 @@ class Reply:
         source: Source,
         messages: Sequence[ChatMessage] | Callable[[], Sequence[ChatMessage]],
         prompt: str = "",
+        on_interrupt: Callable[[], object] | None = None,
     ) -> None:
         self._stream = stream
+        #: what a kernel interrupt during wait() stops (the widget, else this reply)
+        self._on_interrupt = on_interrupt or self.cancel
         self.source = source
         self.prompt = prompt
         # resolved when generation starts, so that a reply queued behind another
@@ -101,12 +121,21 @@ class Reply:
     stop = cancel
 
     def wait(self, timeout: float | None = None) -> str:
-        """Block until the reply ends and return its text.
+        """Block until the reply ends; return its text. Each ending, by status:
 
-        A kernel interrupt (Ctrl-C, the stop button of the notebook) while
-        waiting stops the reply and re-raises. Raises :class:`TimeoutError` if
-        ``timeout`` passes first (the reply goes on), and :class:`ReplyError`
-        if the source failed (``reply.text`` still holds the partial text).
+        * ``done``: returns the whole text.
+        * ``stopped`` (Stop, Escape, ``stop()``, ``cancel()``): returns the text
+          shown before the stop (possibly empty). A stop is the user's choice,
+          not a failure.
+        * ``error``: raises :class:`ReplyError`; ``__cause__`` is the source's
+          exception, ``reply.text`` the partial text.
+        * ``timeout`` (a time limit of the widget ended it): raises
+          :class:`ReplyTimeout`, a :class:`ReplyError` naming the limit.
+
+        If ``timeout`` seconds pass first, raises the builtin
+        :class:`TimeoutError` and the reply goes on. A kernel interrupt
+        (Ctrl-C, the notebook's stop button) while waiting stops the widget
+        the reply belongs to (this reply and its queued ones) and re-raises.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
@@ -115,10 +144,14 @@ class Reply:
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"reply {self.id} still {self.status} after {timeout} s")
         except KeyboardInterrupt:
-            self.cancel()
+            self._on_interrupt()
+            self.cancel()  # if the widget is gone, still this reply
             raise
-        if self.status == "error":
-            raise ReplyError(f"reply {self.id} failed: {self._stream.state()[3]}") from self.error
+        status = self.status
+        if status == "error":
+            raise ReplyError(f"reply {self.id} failed: {self.reason}", self) from self.error
+        if status == "timeout":
+            raise ReplyTimeout(f"reply {self.id} timed out: {self.reason}", self)
         return self.text
 
     def __repr__(self) -> str:

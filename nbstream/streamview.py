@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Iterable, Sequence
 from typing import Any
 
-from .pump import DEFAULT_INTERVAL
+from .checks import check_messages, check_prompt, check_system_prompt, check_title, short
+from .options import StreamOptions, Unpack, parse_options, with_options
 from .reply import Reply
 from .sources.base import ChatMessage, Source
 from .sources.iterator import IteratorSource
@@ -27,26 +28,30 @@ from .widget import StreamingWidget
 SourceLike = Source | Iterable[str] | AsyncIterable[str]
 
 
-def as_source(obj: Any) -> Source:
+def as_source(obj: Any, where: str = "stream") -> Source:
     """A :class:`Source` for a source, an iterable or an async iterable of str."""
     if isinstance(obj, Source):
         return obj
     if isinstance(obj, (str, bytes)):
-        raise TypeError("stream() got a plain string; to type out a fixed text use "
-                        "ScriptedSource(text), or pass an iterable of pieces")
+        raise TypeError(f"{where}(source=...) got a plain {type(obj).__name__}; to type out a "
+                        "fixed text use ScriptedSource(text), or pass an iterable of pieces")
     if hasattr(obj, "__aiter__") or hasattr(obj, "__iter__"):
-        used: list[bool] = []
+        label = type(obj).__name__
+        # the iterable is handed over once and not kept: a list of pieces is not held
+        # for as long as the widget lives
+        held: list[Any] = [obj]
 
         def once(_messages: Sequence[ChatMessage]) -> Any:
-            if used:
+            if not held:
                 raise RuntimeError("this iterable was already consumed; pass a Source "
                                    "(e.g. IteratorSource(fn)) to stream more than once")
-            used.append(True)
-            return obj
+            return held.pop()
 
-        return IteratorSource(once, label=type(obj).__name__)
-    raise TypeError(f"cannot stream a {type(obj).__name__}: pass a Source, an iterable "
-                    "or an async iterable of str")
+        return IteratorSource(once, label=label)
+    hint = "; wrap a function in IteratorSource" if callable(obj) else ""
+    raise TypeError(f"{where}(source=...) cannot stream a {type(obj).__name__} "
+                    f"{short(obj)}: pass a Source, an iterable or an async iterable of "
+                    f"str{hint}")
 
 
 def _execution_count() -> int | None:
@@ -61,6 +66,7 @@ def _execution_count() -> int | None:
 class StreamView(StreamingWidget):
     """One live stream of text (see module docstring)."""
 
+    @with_options
     def __init__(
         self,
         source: SourceLike,
@@ -70,20 +76,21 @@ class StreamView(StreamingWidget):
         system_prompt: str | None = None,
         title: str = "",
         show_prompt: bool = True,
-        interval: float = DEFAULT_INTERVAL,
-        first_token_timeout: float | None = None,
-        stall_timeout: float | None = None,
-        total_timeout: float | None = None,
-        max_pending: int = 1 << 20,
-        **kwargs: Any,
+        **options: Unpack[StreamOptions],
     ) -> None:
-        src = as_source(source)
-        super().__init__(title=title, interval=interval, first_token_timeout=first_token_timeout,
-                         stall_timeout=stall_timeout, total_timeout=total_timeout,
-                         max_pending=max_pending, source_label=src.label, mode="stream",
-                         **kwargs)
+        """Stream ``source``'s answer to ``prompt`` (after ``messages``, the
+        conversation so far, and ``system_prompt``); ``show_prompt`` shows the
+        prompt above the answer."""
+        opts = parse_options(StreamView.__init__, options)
+        check_system_prompt(system_prompt, "StreamView")
+        check_title(title, "StreamView")
+        history = check_messages(messages, "StreamView")
+        if prompt is not None:
+            check_prompt(prompt, "StreamView")
+        src = as_source(source, "StreamView")
+        super().__init__(title=title, options=opts, source_label=src.label, mode="stream")
         self.source = src
-        convo: list[ChatMessage] = list(messages or [])
+        convo: list[ChatMessage] = history
         if system_prompt:
             convo.insert(0, {"role": "system", "content": system_prompt})
         if prompt is not None:
@@ -141,16 +148,27 @@ def _show(view: StreamView) -> None:
         display(data, metadata=metadata, raw=True)  # type: ignore[no-untyped-call]
 
 
-def stream(source: SourceLike, prompt: str | None = None, **kwargs: Any) -> StreamView:
+@with_options
+def stream(
+    source: SourceLike,
+    prompt: str | None = None,
+    *,
+    messages: Sequence[ChatMessage] | None = None,
+    system_prompt: str | None = None,
+    title: str = "",
+    show_prompt: bool = True,
+    **options: Unpack[StreamOptions],
+) -> StreamView:
     """Show one live stream under the cell and return its handle.
 
     ``source`` is a :class:`~nbstream.sources.Source` (given ``prompt`` as the
-    user's message), or any iterable or async iterable of str. Keyword
-    arguments go to :class:`StreamView` (``title``, ``system_prompt``,
-    ``interval``, time limits...). Headless (nbclient, nbval) it streams the
-    same way; nothing waits for a browser.
+    user's message), or any iterable or async iterable of str. The other
+    arguments are :class:`StreamView`'s. Headless (nbclient, nbval) it streams
+    the same way; nothing waits for a browser.
     """
-    view = StreamView(source, prompt, **kwargs)
+    parse_options(stream, options)  # named after this call in errors
+    view = StreamView(source, prompt, messages=messages, system_prompt=system_prompt,
+                      title=title, show_prompt=show_prompt, **options)
     if _execution_count() is not None:  # in IPython: show it under the cell
         _show(view)
         view._shown_at = _execution_count()

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import itertools
 import logging
+import reprlib
 import threading
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,12 +32,13 @@ from typing import Any
 import anywidget
 import traitlets
 
-from .lanes import lane_for
+from . import lanes
+from .options import Options
 from .protocol import FINAL_STATUSES, MessageState
-from .pump import DEFAULT_INTERVAL, get_pump
+from .pump import get_pump
 from .reply import Reply, run_reply
 from .sources.base import ChatMessage, Source
-from .stream import Delta, Limits, Stream
+from .stream import Delta, Stream
 
 log = logging.getLogger("nbstream")
 
@@ -98,33 +101,34 @@ class StreamingWidget(anywidget.AnyWidget):
     title = traitlets.Unicode("").tag(sync=True)
     source_label = traitlets.Unicode("").tag(sync=True)
 
-    def __init__(
-        self,
-        *,
-        title: str = "",
-        interval: float = DEFAULT_INTERVAL,
-        first_token_timeout: float | None = None,
-        stall_timeout: float | None = None,
-        total_timeout: float | None = None,
-        max_pending: int = 1 << 20,
-        **kwargs: Any,
-    ) -> None:
-        if interval <= 0:
-            raise ValueError("interval must be positive (seconds)")
-        super().__init__(title=title, **kwargs)
-        self.limits = Limits(first_token_timeout, stall_timeout, total_timeout)
-        self.max_pending = max_pending
+    def __init__(self, *, title: str = "", options: Options | None = None,
+                 **traits: Any) -> None:
+        # ``traits`` are set by the subclasses (mode, source_label...), never by users:
+        # their constructors check user keyword arguments with parse_options()
+        opts = options if options is not None else Options()
+        super().__init__(title=title, **traits)
+        self.options = opts
+        self.limits = opts.limits
+        self.max_pending = opts.max_pending
         self.system_prompt: str | None = None
         self._lock = threading.RLock()
         self._history: list[Entry] = []
         self._ids = itertools.count(1)
+        self._ignored = ViewMessageFilter()
         self._pump = get_pump()
-        self._channel = self._pump.open_channel(self._send_delta, self._publish, interval)
+        self._channel = self._pump.open_channel(self._send_delta, self._publish, opts.interval)
         self.on_msg(self._on_view_msg)
 
     # ------------------------------------------------------------- public API
     def stop(self, id: str | None = None) -> int:
-        """Stop the live replies (or only reply ``id``); returns how many were stopped."""
+        """Stop this widget: the running reply and every reply still queued.
+
+        This is what the view's Stop button and Escape do, and what a kernel
+        interrupt during :meth:`Reply.wait` does. Each reply keeps the text
+        shown so far and ends ``stopped``; queued ones never start. With
+        ``id``, only that reply stops (like ``reply.cancel()``). Returns how
+        many replies were stopped.
+        """
         with self._lock:
             live = [e for e in self._history if isinstance(e, Reply) and not e.done]
         return sum(1 for r in live if (id is None or r.id == id) and r.cancel())
@@ -168,7 +172,8 @@ class StreamingWidget(anywidget.AnyWidget):
         # caller holds _lock; the reply runs once _launch() is called
         stream = Stream(f"m{next(self._ids)}", max_pending=self.max_pending,
                         clock=self._pump.clock, limits=self.limits)
-        reply = Reply(stream, source, messages, prompt=prompt)
+        reply = Reply(stream, source, messages, prompt=prompt,
+                      on_interrupt=_weak_call(self.stop))
         reply.pane = pane
         self._history.append(reply)
         return reply
@@ -177,23 +182,37 @@ class StreamingWidget(anywidget.AnyWidget):
         """Hand ``reply`` to the pump (to send) and its model's lane (to run)."""
         self._pump.add_stream(self._channel, reply._stream)
         source = reply.source
-        lane_for(source.lane_key(), source.concurrency).submit(lambda: run_reply(reply))
+        lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
 
     def _conversation_before(self, reply: Reply) -> list[ChatMessage]:
-        """What ``reply``'s source sees: the system prompt, every earlier prompt with the
-        earlier answers shown beside ``reply`` (its pane, in a Compare), up to its prompt."""
+        """What ``reply``'s source sees: the system prompt, then each earlier prompt
+        with its answer as shown beside ``reply`` (its pane, in a Compare), then
+        ``reply``'s own prompt.
+
+        Turns alternate user / assistant, as chat templates require: a prompt
+        whose answer has no text (stopped before its first piece, failed or
+        timed out at once) is left out together with that empty answer. The
+        widget still shows both; only the model does not see them.
+        """
         msgs: list[ChatMessage] = []
         if self.system_prompt:
             msgs.append({"role": "system", "content": self.system_prompt})
         with self._lock:
             entries = list(self._history)
+        unanswered: str | None = None  # the latest prompt, until its answer comes
         for e in entries:
             if e is reply:
                 break
             if isinstance(e, UserTurn):
-                msgs.append({"role": "user", "content": e.text})
-            elif e.pane == reply.pane and e.text:
-                msgs.append({"role": "assistant", "content": e.text})
+                unanswered = e.text  # an earlier prompt left unanswered is dropped
+            elif e.pane == reply.pane and unanswered is not None:
+                text = e.text
+                if text:
+                    msgs.append({"role": "user", "content": unanswered})
+                    msgs.append({"role": "assistant", "content": text})
+                    unanswered = None
+        if unanswered is not None:
+            msgs.append({"role": "user", "content": unanswered})
         return msgs
 
     def _publish(self) -> None:
@@ -216,34 +235,110 @@ class StreamingWidget(anywidget.AnyWidget):
         """The view's Send: widgets with an input box ask their source(s) ``text``."""
 
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        """Handle a user command from the view; True if handled (subclasses extend)."""
+        """Handle a user command from the view; True if handled (subclasses extend).
+
+        Raise :class:`BadViewMessage` for a command whose fields are wrong.
+        """
         if kind == "send":
             text = content.get("text")
-            if isinstance(text, str) and text.strip():
-                self._ask(text)
+            if not isinstance(text, str):
+                raise BadViewMessage("send without a str text")
+            if len(text) > MAX_VIEW_TEXT:
+                raise BadViewMessage(f"send of more than {MAX_VIEW_TEXT} characters")
+            if not text.strip():
+                raise BadViewMessage("send of a blank text")
+            self._ask(text)
             return True
         if kind == "stop":
             rid = content.get("id")
-            self.stop(rid if isinstance(rid, str) else None)
+            if rid is None:
+                self.stop()
+            elif not isinstance(rid, str) or not self._knows(rid):
+                raise BadViewMessage("stop for an unknown id")
+            else:
+                self.stop(rid)
             return True
         if kind == "clear":
             self.clear()
             return True
         return False
 
+    def _knows(self, rid: str) -> bool:
+        with self._lock:
+            return any(isinstance(e, Reply) and e.id == rid for e in self._history)
+
     def _on_view_msg(self, _widget: Any, content: Any, _buffers: Sequence[Any]) -> None:
-        # main thread or a subshell thread: enqueue or flag, never block
+        # main thread or a subshell thread: enqueue or flag, never block. The view is
+        # not trusted: a message of the wrong shape is ignored (logged once per reason)
         try:
-            kind = content.get("kind") if isinstance(content, dict) else None
+            if not isinstance(content, dict):
+                raise BadViewMessage("content is not a dict")
+            kind = content.get("kind")
             if kind in ("hello", "resync"):
                 self._pump.request_publish(self._channel)
             elif kind == "ack":
                 rid, seq, ms = content.get("id"), content.get("seq"), content.get("render_ms", 0.0)
-                if isinstance(rid, str) and isinstance(seq, int) and isinstance(ms, (int, float)):
-                    self._pump.ack(self._channel, rid, seq, float(ms))
-            elif not (isinstance(kind, str) and self._on_command(kind, content)):
-                log.debug("nbstream: ignored view message %r", content)
+                if not (isinstance(rid, str) and len(rid) <= MAX_VIEW_ID):
+                    raise BadViewMessage("ack without a valid id")
+                if isinstance(seq, bool) or not isinstance(seq, int) or not 0 < seq <= MAX_SEQ:
+                    raise BadViewMessage("ack with an invalid seq")
+                if (isinstance(ms, bool) or not isinstance(ms, (int, float))
+                        or not 0 <= ms <= MAX_RENDER_MS):
+                    raise BadViewMessage("ack with an invalid render_ms")
+                self._pump.ack(self._channel, rid, seq, float(ms))
+            elif not isinstance(kind, str):
+                raise BadViewMessage("message without a str kind")
+            elif not self._on_command(kind, content):
+                raise BadViewMessage("unknown kind")
+        except BadViewMessage as bad:
+            self._ignored.note(str(bad), content)
         except Exception:
             log.exception("nbstream: handling a view message failed")
 
 
+#: bounds on what a view message may carry (larger ones are ignored)
+MAX_VIEW_TEXT = 1_000_000
+MAX_VIEW_ID = 256
+MAX_SEQ = 1 << 53
+MAX_RENDER_MS = 3_600_000.0
+
+
+class BadViewMessage(ValueError):
+    """A message from the view of the wrong shape (raised and caught inside the handler)."""
+
+
+class ViewMessageFilter:
+    """Counts the view messages a widget ignored; logs each reason once, at debug level.
+
+    Any thread (the handler runs on the main thread or a subshell thread).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: set[str] = set()
+        self.count = 0
+
+    def note(self, reason: str, content: object) -> None:
+        with self._lock:
+            self.count += 1
+            first = reason not in self._seen
+            self._seen.add(reason)
+        if first:
+            log.debug("nbstream: ignored a view message (%s): %s; later ones like it are "
+                      "ignored silently", reason, reprlib.repr(content))
+
+    @property
+    def reasons(self) -> set[str]:
+        with self._lock:
+            return set(self._seen)
+
+
+def _weak_call(method: Callable[[], object]) -> Callable[[], object]:
+    """``method`` (a bound method) without keeping its object alive."""
+    ref = weakref.WeakMethod(method)
+
+    def call() -> object:
+        m = ref()
+        return None if m is None else m()
+
+    return call

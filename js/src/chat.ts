@@ -91,19 +91,12 @@ export function mountChat(
   const actions: ViewActions = {
     send: (prompt) => send({ kind: "send", text: prompt }),
     stop: () => {
-      if (mode === "compare") {
-        // every pane: the kernel stops whatever runs
-        if (!live(null)) {
-          return false;
-        }
-        send({ kind: "stop" });
-        return true;
-      }
-      const active = conversation.firstActive();
-      if (active === undefined) {
+      // One meaning of Stop (button, Escape, chat.stop(), interrupt): the kernel stops
+      // the running reply and cancels this widget's queued ones, every pane in a Compare.
+      if (!live(null)) {
         return false;
       }
-      send({ kind: "stop", id: active.id });
+      send({ kind: "stop" });
       return true;
     },
     stopPane: (pane) => {

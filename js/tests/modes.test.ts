@@ -78,9 +78,9 @@ describe("mode stream", () => {
     expect(header.hidden).toBe(false); // no title, but the Stop button lives there
     v.model.drain("hello");
     stop.click();
-    expect(v.model.drain("stop")).toEqual([{ kind: "stop", id: "m1" }]);
+    expect(v.model.drain("stop")).toEqual([{ kind: "stop" }]);
     key(v.$(".nbs-messages"), "Escape");
-    expect(v.model.drain("stop")).toEqual([{ kind: "stop", id: "m1" }]);
+    expect(v.model.drain("stop")).toEqual([{ kind: "stop" }]);
     v.set([message("m1", { status: "stopped", text: "partial", seq: 1 })]);
     expect(stop.hidden).toBe(true);
     expect(header.hidden).toBe(true);

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
+import itertools
+import reprlib
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from .base import Cancelled, ChatMessage, Emit, Source
 
@@ -27,9 +30,7 @@ class IteratorSource(Source):
 
     def __init__(self, fn: Callable[[Sequence[ChatMessage]], PieceSource], *,
                  label: str | None = None) -> None:
-        if not callable(fn):
-            raise TypeError("IteratorSource needs a function messages -> iterable of str; "
-                            "use nbstream.stream(iterable) for a ready-made iterable")
+        _check_fn(fn)
         self.fn = fn
         self._label: str = label or str(getattr(fn, "__name__", "iterator"))
 
@@ -42,23 +43,71 @@ class IteratorSource(Source):
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
                  cancel: threading.Event) -> None:
-        produced = self.fn(list(messages))
-        if isinstance(produced, str):
-            raise TypeError("the function returned a str; return an iterable of pieces "
-                            "(e.g. yield the pieces, or wrap it in a list)")
+        produced = _check_produced(self.fn(list(messages)), self._label)
+        emit_checked = _checked_emit(emit, self._label)
         if hasattr(produced, "__aiter__"):
-            _drain_async(produced, emit, cancel)  # type: ignore[arg-type]
-        elif hasattr(produced, "__iter__"):
-            _drain_sync(produced, emit, cancel)
+            _drain_async(produced, emit_checked, cancel)  # type: ignore[arg-type]
         else:
-            raise TypeError(f"expected an iterable of str, got {type(produced).__name__}")
+            _drain_sync(produced, emit_checked, cancel)
 
     def __repr__(self) -> str:
         return f"IteratorSource({self._label})"
 
 
+# ----------------------------------------------------------------- validation
+def _check_fn(fn: object) -> None:
+    """At construction, in the caller's cell: ``fn`` is a function of one argument."""
+    if not callable(fn):
+        hint = ("; use nbstream.stream(iterable) for a ready-made iterable"
+                if hasattr(fn, "__iter__") or hasattr(fn, "__aiter__") else "")
+        raise TypeError(f"IteratorSource(fn): fn must be a function messages -> iterable of "
+                        f"str, got {type(fn).__name__} {reprlib.repr(fn)}{hint}")
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # some builtins have none: trust them
+        return
+    try:
+        sig.bind([])
+    except TypeError:
+        raise TypeError(f"IteratorSource(fn): fn must take one argument (the conversation, "
+                        f"a list of {{'role', 'content'}} dicts); {_name(fn)}{sig} "
+                        "cannot be called with one") from None
+
+
+def _check_produced(produced: object, label: str) -> PieceSource:
+    """What ``fn`` returned must be an iterable (not a str) or an async iterable."""
+    if isinstance(produced, (str, bytes)):
+        raise TypeError(f"IteratorSource function {label!r} returned a "
+                        f"{type(produced).__name__}, expected an iterable of str pieces "
+                        "(yield the pieces, or wrap the text in a list)")
+    if not (hasattr(produced, "__aiter__") or hasattr(produced, "__iter__")):
+        raise TypeError(f"IteratorSource function {label!r} returned "
+                        f"{type(produced).__name__} {reprlib.repr(produced)}, expected an "
+                        "iterable or async iterable of str (a generator, a list, ...)")
+    return cast(PieceSource, produced)
+
+
+def _checked_emit(emit: Emit, label: str) -> Emit:
+    """``emit`` that names the piece's number and type when it is not a str."""
+    count = itertools.count(1)
+
+    def checked(piece: Any) -> None:
+        n = next(count)
+        if not isinstance(piece, str):
+            raise TypeError(f"IteratorSource function {label!r} yielded piece #{n} of type "
+                            f"{type(piece).__name__} ({reprlib.repr(piece)}); every piece "
+                            "must be a str")
+        emit(piece)
+
+    return checked
+
+
+def _name(fn: object) -> str:
+    return str(getattr(fn, "__qualname__", getattr(fn, "__name__", type(fn).__name__)))
+
+
 def _check_piece(piece: Any) -> str:
-    if not isinstance(piece, str):
+    if not isinstance(piece, str):  # already checked by _checked_emit; kept as a guard
         raise TypeError(f"a source yielded {type(piece).__name__}, expected str")
     return piece
 
