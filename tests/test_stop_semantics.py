@@ -1,0 +1,150 @@
+"""One meaning of Stop: the view's button and Escape (both send ``{"kind": "stop"}``),
+``chat.stop()`` and a kernel interrupt during ``wait()`` stop the running reply AND
+cancel the widget's queued ones; ``reply.cancel()`` stays per reply."""
+
+from __future__ import annotations
+
+import _thread
+import sys
+import threading
+from collections.abc import Callable
+
+import pytest
+from _held import Held
+from _wait import wait_until
+
+from nbstream import ChatWidget, Compare, Reply, lanes
+
+
+def running_and_queued(w: ChatWidget, held: Held) -> tuple[Reply, Reply]:
+    r1, r2 = w.send("one"), w.send("two")
+    wait_until(lambda: held.asked == ["one"] and r1.status == "running", 10)
+    assert r2.status == "queued"
+    return r1, r2
+
+
+def assert_both_stopped(held: Held, r1: Reply, r2: Reply) -> None:
+    assert r1.wait(10) == r1.text and r1.status == "stopped"
+    assert held.first.startswith(r1.text)  # what was shown, nothing after
+    assert r2.wait(10) == "" and r2.status == "stopped"
+    # the lane ran the cancelled job (it returned at once) and went away: r2 never started
+    wait_until(lambda: lanes.get(held.source.lane_key()) is None, 10)
+    assert held.asked == ["one"]
+
+
+@pytest.mark.parametrize("how", ["view stop (button / Escape)", "chat.stop()"])
+def test_stop_stops_the_running_reply_and_cancels_the_queued(how: str) -> None:
+    held = Held()
+    w = ChatWidget(held.source)
+    r1, r2 = running_and_queued(w, held)
+    if how == "chat.stop()":
+        assert w.stop() == 2
+    else:
+        w._on_view_msg(w, {"kind": "stop"}, [])
+    assert_both_stopped(held, r1, r2)
+    # the widget keeps working
+    held.release.set()
+    assert w.send("three").wait(10) == "first end"
+    w.close()
+
+
+def _in_reply_wait(thread_id: int) -> bool:
+    frame = sys._current_frames().get(thread_id)
+    while frame is not None:
+        if frame.f_code.co_name == "wait" and frame.f_code.co_filename.endswith("reply.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
+def interrupt_main_when(condition: Callable[[], object]) -> threading.Thread:
+    """Like Ctrl-C / the notebook's interrupt, once ``condition`` holds and the main
+    thread is blocked in Reply.wait()."""
+    main = threading.main_thread().ident
+    assert main is not None
+
+    def run() -> None:
+        wait_until(lambda: condition() and _in_reply_wait(main), 10)
+        _thread.interrupt_main()
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def test_kernel_interrupt_during_wait_stops_the_widget_with_its_queued_reply() -> None:
+    held = Held()
+    w = ChatWidget(held.source)
+    r1, r2 = running_and_queued(w, held)
+    with pytest.raises(KeyboardInterrupt):
+        t = interrupt_main_when(lambda: r1.text)
+        r1.wait()
+    t.join(10)
+    assert_both_stopped(held, r1, r2)
+    w.close()
+
+
+def test_interrupt_while_waiting_on_the_queued_reply_stops_the_running_one_too() -> None:
+    held = Held()
+    w = ChatWidget(held.source)
+    r1, r2 = running_and_queued(w, held)
+    with pytest.raises(KeyboardInterrupt):
+        t = interrupt_main_when(lambda: True)
+        r2.wait()
+    t.join(10)
+    assert_both_stopped(held, r1, r2)
+    w.close()
+
+
+def test_reply_cancel_stays_per_reply() -> None:
+    held = Held()
+    w = ChatWidget(held.source)
+    r1, r2 = running_and_queued(w, held)
+    held.release.set()
+    assert r1.cancel() is True and r1.cancel() is False
+    assert r1.status == "stopped"
+    assert r2.wait(10) == "first end"  # the queued one starts next and finishes
+    assert held.asked == ["one", "two"]
+    w.close()
+
+
+def test_cancelling_a_queued_reply_lets_the_running_one_finish() -> None:
+    held = Held()
+    w = ChatWidget(held.source)
+    r1, r2 = running_and_queued(w, held)
+    assert r2.cancel() is True
+    held.release.set()
+    assert r1.wait(10) == "first end"
+    assert r2.status == "stopped" and r2.text == ""
+    wait_until(lambda: lanes.get(held.source.lane_key()) is None, 10)
+    assert held.asked == ["one"]
+    w.close()
+
+
+def test_view_stop_with_an_id_stops_that_reply_only() -> None:
+    held = Held()
+    w = ChatWidget(held.source)
+    r1, r2 = running_and_queued(w, held)
+    held.release.set()
+    w._on_view_msg(w, {"kind": "stop", "id": r2.id}, [])
+    assert r1.wait(10) == "first end"
+    assert r2.status == "stopped"
+    w.close()
+
+
+def test_compare_stop_all_and_stop_pane() -> None:
+    a, b = Held(), Held()
+    c = Compare([a.source, b.source])
+    first = c.send("q1")
+    second = c.send("q2")  # queued behind q1 in each pane's lane
+    wait_until(lambda: a.asked == ["q1"] and b.asked == ["q1"], 10)
+    assert [r.status for r in second] == ["queued", "queued"]
+    assert c.stop_pane(1) == 2  # pane 1: its running and its queued reply
+    assert [r.status for r in c.replies_of(1)] == ["stopped", "stopped"]
+    assert first[0].status == "running" and second[0].status == "queued"
+    c._on_view_msg(c, {"kind": "stop"}, [])  # Stop all
+    assert [r.wait(10) for r in c.replies_of(0)] == [first[0].text, ""]
+    assert all(r.status == "stopped" for r in c.replies)
+    wait_until(lambda: lanes.get(a.source.lane_key()) is None, 10)
+    assert a.asked == ["q1"] and b.asked == ["q1"]
+    c.close()
