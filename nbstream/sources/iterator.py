@@ -106,19 +106,13 @@ def _name(fn: object) -> str:
     return str(getattr(fn, "__qualname__", getattr(fn, "__name__", type(fn).__name__)))
 
 
-def _check_piece(piece: Any) -> str:
-    if not isinstance(piece, str):  # already checked by _checked_emit; kept as a guard
-        raise TypeError(f"a source yielded {type(piece).__name__}, expected str")
-    return piece
-
-
 def _drain_sync(produced: Iterable[str], emit: Emit, cancel: threading.Event) -> None:
     it = iter(produced)
     try:
         for piece in it:
             if cancel.is_set():
                 raise Cancelled()
-            emit(_check_piece(piece))
+            emit(piece)
     finally:
         close = getattr(it, "close", None)
         if close is not None:
@@ -143,7 +137,7 @@ def _drain_async(produced: AsyncIterable[str], emit: Emit, cancel: threading.Eve
                     piece = nxt.result()
                 except StopAsyncIteration:
                     return
-                emit(_check_piece(piece))
+                emit(piece)
         finally:
             aclose = getattr(it, "aclose", None)
             if aclose is not None:
