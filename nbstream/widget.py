@@ -51,9 +51,12 @@ export default { render({ el }) {
 """
 
 
-def _bundle(name: str, fallback: str) -> Path | str:
+def _bundle(name: str, fallback: str) -> str:
+    # the text, not the Path: anywidget connects every instance of a class whose _esm
+    # is a file to that file's change signal (hot reload), keeping each widget alive
+    # for ever; a str keeps closed widgets collectable
     path = _STATIC / name
-    return path if path.exists() else fallback
+    return path.read_text(encoding="utf-8") if path.exists() else fallback
 
 
 class UserTurn:
