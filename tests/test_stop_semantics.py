@@ -8,6 +8,7 @@ import _thread
 import sys
 import threading
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from _held import Held
@@ -148,3 +149,86 @@ def test_compare_stop_all_and_stop_pane() -> None:
     wait_until(lambda: lanes.get(a.source.lane_key()) is None, 10)
     assert a.asked == ["q1"] and b.asked == ["q1"]
     c.close()
+
+
+# ------------------------------------------------------------- in a real kernel
+KERNEL_SETUP = """
+import threading
+from nbstream import ChatWidget
+from nbstream.sources import IteratorSource
+
+ASKED = []
+def answer(messages):
+    ASKED.append(messages[-1]["content"])
+    yield "first "
+    while not threading.Event().wait(0.01):  # an answer that never ends is the scenario
+        yield ""
+
+chat = ChatWidget(IteratorSource(answer))
+r1, r2 = chat.send("one"), chat.send("two")
+
+def announce_wait():
+    # print a marker once the main thread is blocked in Reply.wait()
+    import sys
+    main = threading.main_thread().ident
+    while True:
+        f = sys._current_frames().get(main)
+        while f is not None and not (f.f_code.co_name == "wait"
+                                     and f.f_code.co_filename.endswith("reply.py")):
+            f = f.f_back
+        if f is not None:
+            print("IN-WAIT", flush=True)
+            return
+        threading.Event().wait(0.005)
+"""
+
+
+def _shell(kc: Any, msg_id: str, timeout: float) -> dict[str, Any]:
+    while True:
+        reply = kc.get_shell_msg(timeout=timeout)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return reply  # type: ignore[no-any-return]
+
+
+def _value(kc: Any, expr: str) -> Any:
+    import ast
+
+    reply = _shell(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
+    v = reply["content"]["user_expressions"]["v"]
+    assert v["status"] == "ok", v
+    return ast.literal_eval(v["data"]["text/plain"])
+
+
+@pytest.mark.kernel
+def test_a_kernel_interrupt_during_wait_stops_the_queued_reply_too() -> None:
+    import queue
+
+    from jupyter_client.manager import start_new_kernel
+
+    km, kc = start_new_kernel(kernel_name="python3", env={"HF_HUB_OFFLINE": "1"})
+    try:
+        setup = _shell(kc, kc.execute(KERNEL_SETUP), 60)
+        assert setup["content"]["status"] == "ok", setup["content"]
+        wait_until(lambda: _value(kc, "r1.status") == "running", 30)
+        assert _value(kc, "r2.status") == "queued"
+        msg_id = kc.execute("threading.Thread(target=announce_wait).start()\nr1.wait()")
+        # interrupt once the kernel is blocked in wait() (a thread there says so)
+        while True:
+            try:
+                msg = kc.get_iopub_msg(timeout=30)
+            except queue.Empty as exc:
+                raise AssertionError("the cell never reached wait()") from exc
+            if msg["msg_type"] == "stream" and "IN-WAIT" in msg["content"]["text"]:
+                break
+        km.interrupt_kernel()
+        reply = _shell(kc, msg_id, 30)
+        assert reply["content"]["status"] == "error"
+        assert reply["content"]["ename"] == "KeyboardInterrupt"
+        wait_until(lambda: _value(kc, "(r1.status, r2.status)") == ("stopped", "stopped"), 30)
+        assert _value(kc, "r2.text") == ""
+        wait_until(lambda: _value(kc, "[t.name for t in threading.enumerate() "
+                                      "if t.name.startswith('nbstream-worker')]") == [], 30)
+        assert _value(kc, "ASKED") == ["one"]  # the queued reply never started
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
