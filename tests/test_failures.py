@@ -23,7 +23,8 @@ def test_first_token_timeout() -> None:
                    first_token_timeout=0.3)
     r = w.send("go")
     t0 = time.monotonic()
-    pytest.raises(ReplyTimeout, r.wait, 5)  # a time limit ended it: a failure
+    with pytest.raises(ReplyTimeout):  # a time limit ended it: a failure
+        r.wait(5)
     assert r.status == "timeout" and r.text == ""
     assert time.monotonic() - t0 < 1.5
     time.sleep(0.05)
@@ -35,7 +36,8 @@ def test_stall_timeout_keeps_the_text_so_far() -> None:
     w = ChatWidget(ScriptedSource(TEXT, rate=1000, stall_after=20, stall_for=5),
                    stall_timeout=0.3)
     r = w.send("go")
-    pytest.raises(ReplyTimeout, r.wait, 5)
+    with pytest.raises(ReplyTimeout):
+        r.wait(5)
     assert r.status == "timeout"
     assert TEXT.startswith(r.text) and r.text.count(" ") >= 10
     time.sleep(0.05)
@@ -46,7 +48,8 @@ def test_stall_timeout_keeps_the_text_so_far() -> None:
 def test_total_timeout() -> None:
     w = ChatWidget(ScriptedSource(TEXT, rate=100), total_timeout=0.4)
     r = w.send("go")
-    pytest.raises(ReplyTimeout, r.wait, 5)
+    with pytest.raises(ReplyTimeout):
+        r.wait(5)
     assert r.status == "timeout"
     assert 0 < len(r.text) < len(TEXT)
 
@@ -55,7 +58,8 @@ def test_timeout_frees_the_lane_for_the_next_reply() -> None:
     src = ScriptedSource(TEXT, rate=1000, stall_after=1, stall_for=30)
     w = ChatWidget(src, stall_timeout=0.2)
     first = w.send("a")
-    pytest.raises(ReplyTimeout, first.wait, 5)
+    with pytest.raises(ReplyTimeout):
+        first.wait(5)
     assert first.status == "timeout"
     w.source = ScriptedSource("next one", rate=1000)
     assert w.send("b").wait(5) == "next one"
