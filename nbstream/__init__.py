@@ -16,6 +16,7 @@ from .chat import ChatWidget
 from .compare import Compare
 from .logs import set_debug
 from .magic import load_ipython_extension
+from .options import StreamOptions
 from .reply import Reply, ReplyError, ReplyTimeout
 from .stream import Limits
 from .streamview import StreamView, stream
@@ -27,6 +28,7 @@ __all__ = [
     "Reply",
     "ReplyError",
     "ReplyTimeout",
+    "StreamOptions",
     "StreamView",
     "__version__",
     "load_ipython_extension",
