@@ -266,7 +266,7 @@ describe("actions and their disabled states", () => {
     const ev = new KeyboardEvent("keydown", { key: "Escape", bubbles: true, cancelable: true });
     list.dispatchEvent(ev);
     expect(ev.defaultPrevented).toBe(true);
-    expect(v.model.drain("stop")).toEqual([{ kind: "stop", id: "a" }]);
+    expect(v.model.drain("stop")).toEqual([{ kind: "stop" }]);
   });
 
   it("every button has a label", () => {

@@ -181,7 +181,7 @@ describe("input", () => {
     expect(v.send.textContent).toBe("Send");
   });
 
-  it("Escape stops the oldest active reply, and passes through when nothing runs", () => {
+  it("Escape stops the widget (running and queued), and passes through when nothing runs", () => {
     const v = mount([
       message("a", { status: "done" }),
       message("b", { status: "running" }),
@@ -190,7 +190,7 @@ describe("input", () => {
     v.model.drain("hello");
     const esc = key(v.input, "Escape");
     expect(esc.defaultPrevented).toBe(true);
-    expect(v.model.drain("stop")).toEqual([{ kind: "stop", id: "b" }]);
+    expect(v.model.drain("stop")).toEqual([{ kind: "stop" }]);
     v.model.set("conversation", [
       message("a", { status: "done" }),
       message("b", { status: "stopped" }),
@@ -214,7 +214,7 @@ describe("input", () => {
     }
     v.model.drain("hello");
     v.stop.click();
-    expect(v.model.drain("stop")).toEqual([{ kind: "stop", id: "a" }]);
+    expect(v.model.drain("stop")).toEqual([{ kind: "stop" }]);
     for (const status of ["done", "stopped", "error", "timeout"] as const) {
       v.model.set("conversation", [message("a", { status })]);
       v.frames.frame();
