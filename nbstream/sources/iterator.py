@@ -7,6 +7,16 @@ on a private event loop on the worker thread, so it never blocks the
 kernel's own event loop or its main thread. A stop is noticed between two
 pieces; the iterator is then closed (``close()`` / ``aclose()``), so that a
 generator's ``finally`` blocks run and an HTTP stream is released.
+
+Parts and endings: a plain ``str`` is answer text; yield
+``Reasoning("…")`` (``nbstream.Reasoning``) for the model's thinking. To say
+how the generation ended, yield an :class:`~nbstream.pieces.Outcome` as the
+last item (``yield Outcome("length", usage={...})``), or ``return`` one from
+a (sync) generator; without one it ended with ``"stop"``. Text with inline
+``<think>…</think>`` is split into reasoning and answer with
+``think_tags=True`` (``"opened"``: the text starts inside a block the
+template opened); by default (``think_tags=False``) the text is left as it
+is.
 """
 
 from __future__ import annotations
@@ -17,20 +27,25 @@ import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Sequence
 from typing import Any
 
+from ..pieces import Outcome
 from .base import Cancelled, ChatMessage, Emit, Source
+from .think import ThinkSplitter, ThinkTags, splitting
 
-PieceSource = Iterable[str] | AsyncIterable[str]
+#: what the function may return: pieces (``str`` or ``Reasoning``), and
+#: optionally an ``Outcome`` as the last item
+PieceSource = Iterable[str | Outcome] | AsyncIterable[str | Outcome]
 
 
 class IteratorSource(Source):
     """Stream the strings produced by ``fn(messages)`` (sync or async)."""
 
     def __init__(self, fn: Callable[[Sequence[ChatMessage]], PieceSource], *,
-                 label: str | None = None) -> None:
+                 label: str | None = None, think_tags: ThinkTags = False) -> None:
         if not callable(fn):
             raise TypeError("IteratorSource needs a function messages -> iterable of str; "
                             "use nbstream.stream(iterable) for a ready-made iterable")
         self.fn = fn
+        self.think_tags = _check_think_tags(think_tags)
         self._label: str = label or str(getattr(fn, "__name__", "iterator"))
 
     @property
@@ -41,20 +56,32 @@ class IteratorSource(Source):
         return ("iterator", id(self))
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event) -> Outcome | None:
         produced = self.fn(list(messages))
         if isinstance(produced, str):
             raise TypeError("the function returned a str; return an iterable of pieces "
                             "(e.g. yield the pieces, or wrap it in a list)")
+        finish = None
+        if self.think_tags:
+            emit, finish = splitting(emit, ThinkSplitter(start_inside=self.think_tags == "opened"))
         if hasattr(produced, "__aiter__"):
-            _drain_async(produced, emit, cancel)  # type: ignore[arg-type]
+            outcome = _drain_async(produced, emit, cancel)  # type: ignore[arg-type]
         elif hasattr(produced, "__iter__"):
-            _drain_sync(produced, emit, cancel)
+            outcome = _drain_sync(produced, emit, cancel)
         else:
             raise TypeError(f"expected an iterable of str, got {type(produced).__name__}")
+        if finish is not None and not cancel.is_set():
+            finish()
+        return outcome
 
     def __repr__(self) -> str:
         return f"IteratorSource({self._label})"
+
+
+def _check_think_tags(value: Any) -> ThinkTags:
+    if value is None or isinstance(value, bool) or value == "opened":
+        return value  # type: ignore[no-any-return]
+    raise ValueError(f"think_tags must be True, False, None or 'opened', got {value!r}")
 
 
 def _check_piece(piece: Any) -> str:
@@ -63,22 +90,59 @@ def _check_piece(piece: Any) -> str:
     return piece
 
 
-def _drain_sync(produced: Iterable[str], emit: Emit, cancel: threading.Event) -> None:
+class _Ending:
+    """Notes an Outcome yielded (or returned) by the function; nothing may follow it."""
+
+    def __init__(self) -> None:
+        self.outcome: Outcome | None = None
+
+    def take(self, item: Any) -> str | None:
+        """The piece ``item`` is, or None if it was the Outcome."""
+        if self.outcome is not None:
+            raise TypeError("the function yielded something after an Outcome; "
+                            "an Outcome must be the last item")
+        if isinstance(item, Outcome):
+            self.outcome = item
+            return None
+        return _check_piece(item)
+
+    def returned(self, value: Any) -> None:
+        """A generator's return value: an Outcome, or None."""
+        if isinstance(value, Outcome) and self.outcome is None:
+            self.outcome = value
+        elif value is not None and not isinstance(value, Outcome):
+            raise TypeError(f"the generator returned {type(value).__name__}; "
+                            "return an Outcome or nothing")
+
+
+def _drain_sync(produced: Iterable[Any], emit: Emit,
+                cancel: threading.Event) -> Outcome | None:
     it = iter(produced)
+    ending = _Ending()
     try:
-        for piece in it:
+        while True:
+            try:
+                item = next(it)
+            except StopIteration as stop:
+                ending.returned(stop.value)
+                return ending.outcome
             if cancel.is_set():
                 raise Cancelled()
-            emit(_check_piece(piece))
+            piece = ending.take(item)
+            if piece is not None:
+                emit(piece)
     finally:
         close = getattr(it, "close", None)
         if close is not None:
             close()
 
 
-def _drain_async(produced: AsyncIterable[str], emit: Emit, cancel: threading.Event) -> None:
+def _drain_async(produced: AsyncIterable[Any], emit: Emit,
+                 cancel: threading.Event) -> Outcome | None:
+    ending = _Ending()
+
     async def pump() -> None:
-        it: AsyncIterator[str] = produced.__aiter__()
+        it: AsyncIterator[Any] = produced.__aiter__()
         try:
             while True:
                 if cancel.is_set():
@@ -91,10 +155,12 @@ def _drain_async(produced: AsyncIterable[str], emit: Emit, cancel: threading.Eve
                         nxt.cancel()
                         raise Cancelled()
                 try:
-                    piece = nxt.result()
+                    item = nxt.result()
                 except StopAsyncIteration:
                     return
-                emit(_check_piece(piece))
+                piece = ending.take(item)
+                if piece is not None:
+                    emit(piece)
         finally:
             aclose = getattr(it, "aclose", None)
             if aclose is not None:
@@ -109,6 +175,7 @@ def _drain_async(produced: AsyncIterable[str], emit: Emit, cancel: threading.Eve
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
+    return ending.outcome
 
 
 __all__ = ["IteratorSource", "PieceSource"]
