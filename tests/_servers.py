@@ -19,6 +19,9 @@
   ``fake-error-event-text``     an ``event: error`` with a plain-text message, likewise
   ``fake-reasoning``            ``reasoning_content`` deltas, then the content
   ``fake-die``                  SIGKILLs its own process after ``x_die_after`` pieces
+  ``transcript``                replays ``tests/data/transcripts/<x_transcript>.sse``
+                                byte for byte, in pieces of ``x_chunk`` bytes (default:
+                                one event per write); see :func:`load_transcript`
   ============================  =================================================
 
   ``x_delay`` sets the seconds between pieces. ``GET /_log`` returns every
@@ -53,6 +56,33 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PIECES = ["Hello", ",", " world", "!", " How", " are", " you", "?"]
+TRANSCRIPTS = Path(__file__).parent / "data" / "transcripts"
+
+
+@dataclass
+class Transcript:
+    """A recorded SSE body and what the file's ``# `` lines say about it."""
+
+    notes: list[str]
+    body: bytes
+    #: ``(field, status, json body)``: the server refuses requests that carry ``field``
+    refuse: tuple[str, int, bytes] | None = None
+
+
+def load_transcript(name: str) -> Transcript:
+    """``tests/data/transcripts/<name>.sse``: leading ``# `` lines are notes (where the shape
+    comes from; ``# refuse: FIELD STATUS JSON``), the rest is sent exactly as it is."""
+    raw = (TRANSCRIPTS / f"{name}.sse").read_bytes()
+    notes: list[str] = []
+    while raw.startswith(b"# "):
+        line, _, raw = raw.partition(b"\n")
+        notes.append(line[2:].decode())
+    refuse = None
+    for note in notes:
+        if note.startswith("refuse: "):
+            field_, status, payload = note[len("refuse: "):].split(" ", 2)
+            refuse = (field_, int(status), payload.encode())
+    return Transcript(notes, raw, refuse)
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -347,6 +377,9 @@ class FakeHandler(BaseHTTPRequestHandler):
             if self._wait_for_disconnect():
                 raise _Disconnected()
             return
+        if mode == "transcript":
+            self._replay(body)
+            return
 
         self._start_stream()
         self._event(_chunk(role="assistant"))
@@ -377,6 +410,25 @@ class FakeHandler(BaseHTTPRequestHandler):
         self._event(final)
         if mode != "fake-nodone":
             self._event("[DONE]")
+        self._end_stream()
+
+
+    def _replay(self, body: dict[str, Any]) -> None:
+        transcript = load_transcript(str(body["x_transcript"]))
+        if transcript.refuse is not None and transcript.refuse[0] in body:
+            _, status, payload = transcript.refuse
+            self._send_json(status, payload)
+            return
+        self._start_stream()
+        data = transcript.body
+        size = int(body.get("x_chunk", 0))
+        if size > 0:
+            parts = [data[i:i + size] for i in range(0, len(data), size)]
+        else:  # one event per write, as servers flush them
+            sep = b"\r\n\r\n" if b"\r\n" in data else b"\n\n"
+            parts = [p + sep for p in data.split(sep) if p]
+        for part in parts:
+            self._write(part)
         self._end_stream()
 
 
