@@ -31,8 +31,10 @@
 
 * :func:`start_transformers_serve`: ``transformers serve`` on a local model
   folder, on 127.0.0.1, offline, in its own process group.
+* :func:`start_llama_cpp_server`: llama-cpp-python's server
+  (``python -m llama_cpp.server``) on a GGUF file, likewise.
 
-Both return a :class:`ServerProcess`, stopped with :meth:`ServerProcess.stop`
+All three return a :class:`ServerProcess`, stopped with :meth:`ServerProcess.stop`
 through its process group (only processes these helpers started are touched).
 """
 
@@ -211,6 +213,56 @@ def start_transformers_serve(model_dir: Path, log_path: Path, *, threads: int = 
             raise RuntimeError(f"transformers serve did not answer within {timeout:g} s:\n"
                                f"{server.log_tail()}")
         time.sleep(0.25)
+    server.started_in = time.monotonic() - t0
+    return server
+
+
+def llama_cpp_available() -> bool:
+    """Whether llama-cpp-python's server can be imported here (the dev extra has it)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None
+               for m in ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context"))
+
+
+def start_llama_cpp_server(gguf: Path, log_path: Path, *, n_ctx: int = 2048,
+                           interrupt_requests: bool = True, threads: int = 1,
+                           timeout: float = 120.0) -> ServerProcess:
+    """llama-cpp-python's server (``python -m llama_cpp.server``) on a GGUF file, on
+    127.0.0.1, in its own process group; returns once ``/v1/models`` answers.
+
+    ``interrupt_requests`` is its own option: True (its default) makes a second
+    request cut the stream that is running.
+    """
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
+           "--host", "127.0.0.1", "--port", str(free_port()), "--n_ctx", str(n_ctx),
+           "--n_threads", str(threads), "--n_threads_batch", str(threads),
+           "--interrupt_requests", str(interrupt_requests), "--seed", "1"]
+    t0 = time.monotonic()
+    log = log_path.open("wb")
+    try:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env={**os.environ, **OFFLINE_ENV},
+                                start_new_session=True)
+    finally:
+        log.close()
+    port = cmd[cmd.index("--port") + 1]
+    server = ServerProcess(f"http://127.0.0.1:{port}/v1", proc, log_path)
+    deadline = t0 + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}:\n"
+                               f"{server.log_tail()}")
+        try:
+            if server.get_json("/v1/models", timeout=2.0).get("data"):
+                break
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"llama_cpp.server did not answer within {timeout:g} s:\n"
+                               f"{server.log_tail()}")
+        time.sleep(0.1)
     server.started_in = time.monotonic() - t0
     return server
 
