@@ -80,6 +80,8 @@ class ThinkSplitter:
         """The pieces that ``text`` (the next piece of the stream) completes."""
         if not text:
             return []
+        if "<" not in text and not self._held and not self.inside and not self._segment_start:
+            return [text]  # answer text under way, no tag in sight: as it is
         out: list[str] = []
         buf = self._held + text
         self._held = ""
