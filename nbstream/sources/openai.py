@@ -337,7 +337,6 @@ class OpenAISource(Source):
             progress.events += 1
             data = event.data
             if data.strip() == "[DONE]":
-                ending.done = True
                 break
             if not data.strip():
                 continue
@@ -421,12 +420,11 @@ class OpenAISource(Source):
 
 
 class _Ending:
-    """What the chunks said about the end: finish reason, usage, timings; [DONE]."""
+    """What the chunks said about the end: finish reason, usage, timings."""
 
-    __slots__ = ("done", "finish", "server_finish", "timings", "usage")
+    __slots__ = ("finish", "server_finish", "timings", "usage")
 
     def __init__(self) -> None:
-        self.done = False
         self.finish: FinishReason | None = None
         self.server_finish: str | None = None
         self.usage: dict[str, int] = {}
