@@ -145,6 +145,23 @@ def test_qwen3_style_the_model_opens_and_closes_the_block() -> None:
     assert outcome.figures["tokens"] == len(source.last_token_ids)
 
 
+def test_tags_that_are_special_tokens_still_reach_the_splitter() -> None:
+    # some tokenizers register the tags as special tokens, which decoding skips
+    tok = think_tokenizer(QWEN3)
+    tok.add_tokens(["<think>", "</think>"], special_tokens=True)
+    from transformers import LogitsProcessorList
+
+    text = "<think>\nLet me think.\n</think>\n\nHello!"
+    ids = tok.encode(text, add_special_tokens=False)
+    assert tok.convert_tokens_to_ids("</think>") in ids
+    source = TransformersSource(
+        think_model(), tok,
+        logits_processor=LogitsProcessorList([Script(ids, tok.eos_token_id)]))
+    pieces, outcome = run(source)
+    assert split(pieces) == ("Let me think.", "Hello!")  # and no end-of-turn text
+    assert outcome.finish_reason == "stop"
+
+
 def test_r1_style_the_template_opened_the_block() -> None:
     source = writing("The user says hello.\n</think>\n\nHello!", R1)
     pieces, outcome = run(source)

@@ -43,7 +43,7 @@ from nbstream import devices
 from nbstream.detok import IncrementalDecoder
 from nbstream.pieces import FinishReason, Outcome
 from nbstream.sources.base import ChatMessage, Emit, Source
-from nbstream.sources.think import OPEN, ThinkSplitter, ThinkTags, splitting
+from nbstream.sources.think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
 
 __all__ = ["TransformersSource"]
 
@@ -148,10 +148,14 @@ class _EmitStreamer:
     ``model.generate`` calls ``put`` on the thread that called it: first
     with the prompt ids (skipped), then with each new token id. Once ``cancel`` is set no
     piece is emitted, not even the one of the token still in flight.
+    ``hidden``: ids counted but not decoded (special tokens, when the decoder
+    keeps special tokens because the think tags are special ones).
     """
 
-    def __init__(self, decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event) -> None:
+    def __init__(self, decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event,
+                 hidden: frozenset[int] = frozenset()) -> None:
         self._decoder = decoder
+        self._hidden = hidden
         self._emit = emit
         self._cancel = cancel
         self._prompt_seen = False
@@ -181,6 +185,8 @@ class _EmitStreamer:
             if self._cancel.is_set():
                 return
             self.ids.append(token_id)
+            if token_id in self._hidden:
+                continue
             piece = self._decoder.step(token_id)
             if piece:
                 self._emit(piece)
@@ -193,13 +199,20 @@ class _EmitStreamer:
             self._emit(rest)
 
 
-def _streamer(decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event) -> Any:
+def _streamer(decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event,
+              hidden: frozenset[int] = frozenset()) -> Any:
     from transformers.generation.streamers import BaseStreamer
 
     class EmitStreamer(_EmitStreamer, BaseStreamer):
         pass
 
-    return EmitStreamer(decoder, emit, cancel)
+    return EmitStreamer(decoder, emit, cancel, hidden)
+
+
+def _special_ids(tokenizer: Any) -> frozenset[int]:
+    """Ids of the tokenizer's special added tokens (those a decoder skips)."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    return frozenset(int(i) for i, token in added.items() if getattr(token, "special", False))
 
 
 class TransformersSource(Source):
@@ -520,7 +533,17 @@ class TransformersSource(Source):
         finish = None
         if splitter is not None:
             emit, finish = splitting(emit, splitter)
-        streamer = _streamer(IncrementalDecoder(tokenizer), emit, cancel)
+        decoder = IncrementalDecoder(tokenizer)
+        hidden: frozenset[int] = frozenset()
+        if splitter is not None:
+            special = _special_ids(tokenizer)
+            tags = {tokenizer.convert_tokens_to_ids(tag) for tag in (OPEN, CLOSE)}
+            if special & tags:
+                # tags that are special tokens would be skipped by the decoder: keep
+                # special tokens, and hide the others (end of turn, ...) from it
+                decoder = IncrementalDecoder(tokenizer, skip_special_tokens=False)
+                hidden = special - tags
+        streamer = _streamer(decoder, emit, cancel, hidden)
         started = time.perf_counter()
         try:
             with torch.inference_mode():
