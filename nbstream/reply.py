@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .pieces import Outcome
 from .protocol import Status
 from .sources.base import Cancelled, ChatMessage, Source
 from .stream import Stream
@@ -65,6 +66,7 @@ class Reply:
         self._messages = messages
         #: which pane of a Compare widget shows it (None elsewhere)
         self.pane: int | None = None
+        self._outcome: Outcome | None = None
 
     def _resolve_messages(self) -> list[ChatMessage]:
         msgs = self._messages
@@ -95,6 +97,11 @@ class Reply:
     def reason(self) -> str | None:
         """Why it ended badly, in one line: the error, or which time limit ran out."""
         return self._stream.state()[3]
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """What the source's ``generate()`` returned (None until it returned)."""
+        return self._outcome
 
     @property
     def error(self) -> BaseException | None:
@@ -171,10 +178,11 @@ def run_reply(reply: Reply) -> None:
         if stream.final:
             return
         stream.set_status("running")
-        source.generate(reply._resolve_messages(), stream.put, stream.cancel_event)
-        figures = source.last_stats
-        if isinstance(figures, dict) and isinstance(figures.get("tokens"), int):
-            stream.tokens = figures["tokens"]
+        outcome = source.generate(reply._resolve_messages(), stream.put, stream.cancel_event)
+        reply._outcome = outcome = outcome if outcome is not None else Outcome()
+        tokens = outcome.figures.get("tokens")
+        if isinstance(tokens, int):
+            stream.tokens = tokens
     except Cancelled:
         pass
     except BaseException as exc:

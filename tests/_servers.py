@@ -19,6 +19,9 @@
   ``fake-error-event-text``     an ``event: error`` with a plain-text message, likewise
   ``fake-reasoning``            ``reasoning_content`` deltas, then the content
   ``fake-die``                  SIGKILLs its own process after ``x_die_after`` pieces
+  ``transcript``                replays ``tests/data/transcripts/<x_transcript>.sse``
+                                byte for byte, in pieces of ``x_chunk`` bytes (default:
+                                one event per write); see :func:`load_transcript`
   ============================  =================================================
 
   ``x_delay`` sets the seconds between pieces. ``GET /_log`` returns every
@@ -28,8 +31,10 @@
 
 * :func:`start_transformers_serve`: ``transformers serve`` on a local model
   folder, on 127.0.0.1, offline, in its own process group.
+* :func:`start_llama_cpp_server`: llama-cpp-python's server
+  (``python -m llama_cpp.server``) on a GGUF file, likewise.
 
-Both return a :class:`ServerProcess`, stopped with :meth:`ServerProcess.stop`
+All three return a :class:`ServerProcess`, stopped with :meth:`ServerProcess.stop`
 through its process group (only processes these helpers started are touched).
 """
 
@@ -53,6 +58,33 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_PIECES = ["Hello", ",", " world", "!", " How", " are", " you", "?"]
+TRANSCRIPTS = Path(__file__).parent / "data" / "transcripts"
+
+
+@dataclass
+class Transcript:
+    """A recorded SSE body and what the file's ``# `` lines say about it."""
+
+    notes: list[str]
+    body: bytes
+    #: ``(field, status, json body)``: the server refuses requests that carry ``field``
+    refuse: tuple[str, int, bytes] | None = None
+
+
+def load_transcript(name: str) -> Transcript:
+    """``tests/data/transcripts/<name>.sse``: leading ``# `` lines are notes (where the shape
+    comes from; ``# refuse: FIELD STATUS JSON``), the rest is sent exactly as it is."""
+    raw = (TRANSCRIPTS / f"{name}.sse").read_bytes()
+    notes: list[str] = []
+    while raw.startswith(b"# "):
+        line, _, raw = raw.partition(b"\n")
+        notes.append(line[2:].decode())
+    refuse = None
+    for note in notes:
+        if note.startswith("refuse: "):
+            field_, status, payload = note[len("refuse: "):].split(" ", 2)
+            refuse = (field_, int(status), payload.encode())
+    return Transcript(notes, raw, refuse)
 OFFLINE_ENV = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -181,6 +213,56 @@ def start_transformers_serve(model_dir: Path, log_path: Path, *, threads: int = 
             raise RuntimeError(f"transformers serve did not answer within {timeout:g} s:\n"
                                f"{server.log_tail()}")
         time.sleep(0.25)
+    server.started_in = time.monotonic() - t0
+    return server
+
+
+def llama_cpp_available() -> bool:
+    """Whether llama-cpp-python's server can be imported here (the dev extra has it)."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None
+               for m in ("llama_cpp", "uvicorn", "sse_starlette", "starlette_context"))
+
+
+def start_llama_cpp_server(gguf: Path, log_path: Path, *, n_ctx: int = 2048,
+                           interrupt_requests: bool = True, threads: int = 1,
+                           timeout: float = 120.0) -> ServerProcess:
+    """llama-cpp-python's server (``python -m llama_cpp.server``) on a GGUF file, on
+    127.0.0.1, in its own process group; returns once ``/v1/models`` answers.
+
+    ``interrupt_requests`` is its own option: True (its default) makes a second
+    request cut the stream that is running.
+    """
+    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
+           "--host", "127.0.0.1", "--port", str(free_port()), "--n_ctx", str(n_ctx),
+           "--n_threads", str(threads), "--n_threads_batch", str(threads),
+           "--interrupt_requests", str(interrupt_requests), "--seed", "1"]
+    t0 = time.monotonic()
+    log = log_path.open("wb")
+    try:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env={**os.environ, **OFFLINE_ENV},
+                                start_new_session=True)
+    finally:
+        log.close()
+    port = cmd[cmd.index("--port") + 1]
+    server = ServerProcess(f"http://127.0.0.1:{port}/v1", proc, log_path)
+    deadline = t0 + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}:\n"
+                               f"{server.log_tail()}")
+        try:
+            if server.get_json("/v1/models", timeout=2.0).get("data"):
+                break
+        except (OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            server.stop()
+            raise RuntimeError(f"llama_cpp.server did not answer within {timeout:g} s:\n"
+                               f"{server.log_tail()}")
+        time.sleep(0.1)
     server.started_in = time.monotonic() - t0
     return server
 
@@ -347,6 +429,9 @@ class FakeHandler(BaseHTTPRequestHandler):
             if self._wait_for_disconnect():
                 raise _Disconnected()
             return
+        if mode == "transcript":
+            self._replay(body)
+            return
 
         self._start_stream()
         self._event(_chunk(role="assistant"))
@@ -377,6 +462,25 @@ class FakeHandler(BaseHTTPRequestHandler):
         self._event(final)
         if mode != "fake-nodone":
             self._event("[DONE]")
+        self._end_stream()
+
+
+    def _replay(self, body: dict[str, Any]) -> None:
+        transcript = load_transcript(str(body["x_transcript"]))
+        if transcript.refuse is not None and transcript.refuse[0] in body:
+            _, status, payload = transcript.refuse
+            self._send_json(status, payload)
+            return
+        self._start_stream()
+        data = transcript.body
+        size = int(body.get("x_chunk", 0))
+        if size > 0:
+            parts = [data[i:i + size] for i in range(0, len(data), size)]
+        else:  # one event per write, as servers flush them
+            sep = b"\r\n\r\n" if b"\r\n" in data else b"\n\n"
+            parts = [p + sep for p in data.split(sep) if p]
+        for part in parts:
+            self._write(part)
         self._end_stream()
 
 

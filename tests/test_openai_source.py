@@ -21,7 +21,7 @@ import pytest
 from _servers import DEFAULT_PIECES, ServerProcess, free_port, start_fake_server
 
 from nbstream import ChatWidget, ReplyError
-from nbstream.sources import Cancelled, OpenAISource, SourceError
+from nbstream.sources import Cancelled, OpenAISource, Reasoning, SourceError
 from nbstream.sources.base import ChatMessage
 
 pytestmark = pytest.mark.server
@@ -100,11 +100,14 @@ def test_streams_the_pieces_and_passes_options_through(fake: ServerProcess) -> N
     pieces, error, _ = collect(source)
     assert error is None
     assert pieces == DEFAULT_PIECES  # the role-only and finish chunks emit nothing
-    assert source.last_stats == {"tokens": len(DEFAULT_PIECES), "prompt_tokens": 5}
+    outcome = source.generate(MSGS, lambda piece: None, threading.Event())
+    assert outcome.usage == {"prompt_tokens": 5, "completion_tokens": len(DEFAULT_PIECES)}
+    assert outcome.figures["tokens"] == len(DEFAULT_PIECES)
     seen = last_request(fake)
     assert seen["path"] == "/v1/chat/completions"
     assert seen["accept"] == "text/event-stream"
     assert seen["body"] == {"model": "fake", "messages": MSGS, "stream": True,
+                            "stream_options": {"include_usage": True},
                             "temperature": 0, "max_tokens": 5, "seed": 1, "stop": ["\n\n"]}
 
 
@@ -158,13 +161,11 @@ def test_an_error_event_mid_stream_is_an_error(fake: ServerProcess, model: str) 
     assert "backend overloaded, try again" in str(error)
 
 
-def test_reasoning_is_dropped_unless_asked_for(fake: ServerProcess) -> None:
+def test_reasoning_is_a_part_of_its_own(fake: ServerProcess) -> None:
     pieces, error, _ = collect(OpenAISource("fake-reasoning", fake.base_url))
-    assert error is None and pieces == DEFAULT_PIECES
-    pieces, error, _ = collect(OpenAISource("fake-reasoning", fake.base_url,
-                                            include_reasoning=True))
     assert error is None
-    assert "".join(pieces) == "Let me think.\n\n" + EXPECTED
+    assert pieces == [Reasoning("Let me"), Reasoning(" think."), *DEFAULT_PIECES]
+    assert [isinstance(p, Reasoning) for p in pieces[:3]] == [True, True, False]
 
 
 def test_cancel_mid_stream_closes_the_connection(fake: ServerProcess) -> None:
@@ -365,8 +366,8 @@ def test_transformers_serve_streams_a_greedy_answer(
     assert error is None
     assert again == greedy_answer  # greedy: the same pieces every time
     # transformers serve reports its usage in the last chunk
-    assert source.last_stats is not None
-    assert 1 <= source.last_stats["tokens"] <= GREEDY["max_tokens"]
+    outcome = source.generate(MSGS, lambda piece: None, threading.Event())
+    assert 1 <= outcome.figures["tokens"] <= GREEDY["max_tokens"]
 
 
 @pytest.mark.model

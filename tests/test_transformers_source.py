@@ -72,17 +72,16 @@ def test_is_a_source_and_loads_lazily(tiny: TransformersSource) -> None:
 
 def test_streams_exactly_the_generated_text(tiny: TransformersSource) -> None:
     pieces, emit = collect()
-    tiny.generate(HELLO, emit, threading.Event())
+    outcome = tiny.generate(HELLO, emit, threading.Event())
     assert tiny.prepared  # generate prepared it
     assert pieces and all(pieces)
     # random weights produce arbitrary bytes; an incomplete last character is
     # dropped rather than shown as U+FFFD
     assert "".join(pieces) == decoded(tiny).rstrip(REPLACEMENT)
-    stats = tiny.last_stats
-    assert stats is not None
+    stats = outcome.figures
     assert stats["tokens"] == len(tiny.last_token_ids) == 20
-    assert stats["finish_reason"] == "length"
-    assert stats["prompt_tokens"] > 3
+    assert outcome.finish_reason == "length"
+    assert outcome.usage["prompt_tokens"] > 3
     assert stats["seconds"] > 0 and stats["first_token_seconds"] is not None
     assert stats["tokens_per_second"] is not None and stats["tokens_per_second"] > 0
 
@@ -97,8 +96,8 @@ def test_greedy_by_default_so_replies_repeat(tiny: TransformersSource) -> None:
 
 def test_generate_kwargs_pass_through() -> None:
     source = TransformersSource(tiny_model(), tiny_tokenizer(), max_new_tokens=5)
-    source.generate(HELLO, lambda piece: None, threading.Event())
-    assert source.last_stats is not None and source.last_stats["tokens"] == 5
+    outcome = source.generate(HELLO, lambda piece: None, threading.Event())
+    assert outcome.figures["tokens"] == 5
 
     import torch
 
@@ -141,12 +140,12 @@ def test_cancel_from_emit_stops_at_the_next_token(tiny: TransformersSource) -> N
         if len(pieces) == 3:
             cancel.set()
 
-    tiny.generate(HELLO, emit_then_cancel, cancel)
+    outcome = tiny.generate(HELLO, emit_then_cancel, cancel)
     assert len(pieces) == 3  # nothing emitted after the stop
     assert "".join(full).startswith("".join(pieces))
     assert counter.steps_after == 1  # one decoding step, then generate returned
     assert full_ids[: len(tiny.last_token_ids)] == tiny.last_token_ids
-    assert tiny.last_stats is not None and tiny.last_stats["finish_reason"] == "cancelled"
+    assert outcome.finish_reason == "cancelled"
 
 
 def test_cancel_before_start_emits_nothing(tiny: TransformersSource) -> None:
@@ -170,7 +169,7 @@ def test_emit_raising_cancelled_propagates_and_the_model_stays_usable(
     with pytest.raises(Cancelled):
         tiny.generate(HELLO, emit, threading.Event())
     assert len(pieces) == 2
-    assert tiny.last_stats is not None and tiny.last_stats["finish_reason"] == "cancelled"
+    assert 2 <= len(tiny.last_token_ids) < 20
     again, emit2 = collect()
     tiny.generate(HELLO, emit2, threading.Event())
     assert "".join(again).startswith("".join(pieces))
@@ -182,7 +181,6 @@ def test_other_errors_from_emit_propagate(tiny: TransformersSource) -> None:
 
     with pytest.raises(RuntimeError, match="view went away"):
         tiny.generate(HELLO, emit, threading.Event())
-    assert tiny.last_stats is not None and tiny.last_stats["finish_reason"] == "error"
 
 
 def test_emit_blocking_is_backpressure(tiny: TransformersSource) -> None:
@@ -492,8 +490,8 @@ def test_convert_writes_a_loadable_folder(
     }
     assert "quantization_config" not in (dest / "config.json").read_text()
     source = TransformersSource(dest, max_new_tokens=4)
-    source.generate(HELLO, lambda piece: None, threading.Event())
-    assert source.last_stats is not None and source.last_stats["tokens"] == 4
+    outcome = source.generate(HELLO, lambda piece: None, threading.Event())
+    assert outcome.figures["tokens"] == 4
     default_model.convert(gguf, dest)  # already there: nothing loaded again
     assert len(loads) == 1
 
@@ -579,13 +577,12 @@ LONG: list[ChatMessage] = [
 @pytest.mark.model
 def test_model_greedy_answer_streams_exactly(smol: TransformersSource) -> None:
     pieces, emit = collect()
-    smol.generate(QUESTION, emit, threading.Event())
+    outcome = smol.generate(QUESTION, emit, threading.Event())
     text = "".join(pieces)
     assert "Paris" in text
     assert text == decoded(smol)
     assert len(pieces) > 3
-    stats = smol.last_stats
-    assert stats is not None and stats["finish_reason"] == "stop"
+    assert outcome.finish_reason == "stop"
     assert smol.last_token_ids[-1] == smol.tokenizer.convert_tokens_to_ids("<|im_end|>")
 
 
@@ -598,13 +595,12 @@ def test_model_multi_turn_uses_the_chat_template(smol: TransformersSource) -> No
         {"role": "user", "content": "What is my name?"},
     ]
     pieces, emit = collect()
-    source.generate(conversation, emit, threading.Event())
+    outcome = source.generate(conversation, emit, threading.Event())
     assert "Alice" in "".join(pieces)
     assert "".join(pieces) == decoded(source).rstrip(REPLACEMENT)
     prompt = source.tokenizer.apply_chat_template(conversation, add_generation_prompt=True)
     prompt_ids = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
-    assert source.last_stats is not None
-    assert source.last_stats["prompt_tokens"] == len(prompt_ids)
+    assert outcome.usage["prompt_tokens"] == len(prompt_ids)
     text = source.tokenizer.decode(prompt_ids)
     assert text.count("<|im_start|>user") == 2 and text.endswith("<|im_start|>assistant\n")
 
@@ -654,13 +650,13 @@ def test_model_cancel_from_another_thread(smol: TransformersSource) -> None:
 
     thread = threading.Thread(target=canceller)
     thread.start()
-    source.generate(LONG, emit_and_signal, cancel)
+    outcome = source.generate(LONG, emit_and_signal, cancel)
     returned = time.perf_counter()
     thread.join()
     assert full_text.startswith("".join(pieces))
     assert 8 <= len(pieces) < len(full)
     assert counter.steps_after <= 1  # at most one decoding step after the stop
-    assert source.last_stats is not None and source.last_stats["finish_reason"] == "cancelled"
+    assert outcome.finish_reason == "cancelled"
     latency = returned - set_at[0]
     print(f"stop latency {latency * 1000:.0f} ms")
     assert latency < 5.0  # one token is ~50 ms here; generous for a loaded machine
@@ -678,17 +674,16 @@ def test_model_emit_raising_cancelled(smol: TransformersSource) -> None:
     with pytest.raises(Cancelled):
         smol.generate(LONG, emit, threading.Event())
     assert len(pieces) == 3
-    assert smol.last_stats is not None and smol.last_stats["tokens"] < 10
-    assert smol.last_stats["finish_reason"] == "cancelled"
+    assert len(smol.last_token_ids) < 10
 
 
 @pytest.mark.model
 def test_model_stop_strings(smol: TransformersSource) -> None:
     source = on_smol(smol, stop_strings=["Paris"])
     pieces, emit = collect()
-    source.generate(QUESTION, emit, threading.Event())
+    outcome = source.generate(QUESTION, emit, threading.Event())
     assert "".join(pieces).endswith("Paris")
-    assert source.last_stats is not None and source.last_stats["finish_reason"] == "stop"
+    assert outcome.finish_reason == "stop"
 
 
 @pytest.mark.model

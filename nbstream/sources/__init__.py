@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Cancelled, ChatMessage, Emit, Source, SourceError
+from .base import Cancelled, ChatMessage, Emit, Outcome, Reasoning, Source, SourceError
 from .iterator import IteratorSource
-from .replay import Recorder, Recording, RecordingError, ReplaySource, record
+from .replay import RecordedOutcome, Recorder, Recording, RecordingError, ReplaySource, record
 from .scripted import ScriptedFailure, ScriptedSource
+from .think import ThinkSplitter, ThinkTags
 
 if TYPE_CHECKING:
     from .openai import OpenAISource
@@ -24,6 +25,9 @@ __all__ = [
     "Emit",
     "IteratorSource",
     "OpenAISource",
+    "Outcome",
+    "Reasoning",
+    "RecordedOutcome",
     "Recorder",
     "Recording",
     "RecordingError",
@@ -32,6 +36,8 @@ __all__ = [
     "ScriptedSource",
     "Source",
     "SourceError",
+    "ThinkSplitter",
+    "ThinkTags",
     "TransformersSource",
     "record",
 ]

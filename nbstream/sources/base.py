@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
-from typing import Any, TypedDict
+from typing import TypedDict
 
 from ..pieces import Cancelled, Outcome, Reasoning
 
@@ -60,9 +60,6 @@ class Source(ABC):
 
     #: how many replies of this source's lane may run at once
     concurrency: int = 1
-    #: figures of the latest ``generate()`` (e.g. ``{"tokens": 42}``), for sources
-    #: that know more than their pieces; read after generate() on the same lane
-    last_stats: Any = None
 
     @property
     def label(self) -> str:
@@ -87,11 +84,14 @@ class Source(ABC):
         messages: Sequence[ChatMessage],
         emit: Emit,
         cancel: threading.Event,
-    ) -> None:
+    ) -> Outcome | None:
         """Produce the reply to ``messages`` by calling ``emit`` per piece.
 
-        Return when the reply is complete. Raise to report an error; the text
-        emitted before is kept.
+        A piece is a ``str`` (answer text) or a :class:`Reasoning` (thinking).
+        Return when the reply is complete: an :class:`Outcome` saying why it
+        ended (``finish_reason``) with the figures only the source knows
+        (usage, tokens, server timings), or None for ``Outcome()`` (ended
+        normally). Raise to report an error; the text emitted before is kept.
         """
 
     def __repr__(self) -> str:

@@ -7,6 +7,16 @@ on a private event loop on the worker thread, so it never blocks the
 kernel's own event loop or its main thread. A stop is noticed between two
 pieces; the iterator is then closed (``close()`` / ``aclose()``), so that a
 generator's ``finally`` blocks run and an HTTP stream is released.
+
+Parts and endings: a plain ``str`` is answer text; yield
+``Reasoning("…")`` (``nbstream.Reasoning``) for the model's thinking. To say
+how the generation ended, yield an :class:`~nbstream.pieces.Outcome` as the
+last item (``yield Outcome("length", usage={...})``), or ``return`` one from
+a (sync) generator; without one it ended with ``"stop"``. Text with inline
+``<think>…</think>`` is split into reasoning and answer with
+``think_tags=True`` (``"opened"``: the text starts inside a block the
+template opened); by default (``think_tags=False``) the text is left as it
+is.
 """
 
 from __future__ import annotations
@@ -20,18 +30,23 @@ import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Sequence
 from typing import Any, cast
 
+from ..pieces import Outcome
 from .base import Cancelled, ChatMessage, Emit, Source
+from .think import ThinkSplitter, ThinkTags, splitting
 
-PieceSource = Iterable[str] | AsyncIterable[str]
+#: what the function may return: pieces (``str`` or ``Reasoning``), and
+#: optionally an ``Outcome`` as the last item
+PieceSource = Iterable[str | Outcome] | AsyncIterable[str | Outcome]
 
 
 class IteratorSource(Source):
     """Stream the strings produced by ``fn(messages)`` (sync or async)."""
 
     def __init__(self, fn: Callable[[Sequence[ChatMessage]], PieceSource], *,
-                 label: str | None = None) -> None:
+                 label: str | None = None, think_tags: ThinkTags = False) -> None:
         _check_fn(fn)
         self.fn = fn
+        self.think_tags = _check_think_tags(think_tags)
         self._label: str = label or str(getattr(fn, "__name__", "iterator"))
 
     @property
@@ -42,13 +57,19 @@ class IteratorSource(Source):
         return ("iterator", id(self))
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event) -> Outcome | None:
         produced = _check_produced(self.fn(list(messages)), self._label)
-        emit_checked = _checked_emit(emit, self._label)
+        finish = None
+        if self.think_tags:
+            emit, finish = splitting(emit, ThinkSplitter(start_inside=self.think_tags == "opened"))
+        ending = _Ending(self._label)
         if hasattr(produced, "__aiter__"):
-            _drain_async(produced, emit_checked, cancel)  # type: ignore[arg-type]
+            outcome = _drain_async(produced, emit, cancel, ending)  # type: ignore[arg-type]
         else:
-            _drain_sync(produced, emit_checked, cancel)
+            outcome = _drain_sync(produced, emit, cancel, ending)  # type: ignore[arg-type]
+        if finish is not None and not cancel.is_set():
+            finish()
+        return outcome
 
     def __repr__(self) -> str:
         return f"IteratorSource({self._label})"
@@ -87,41 +108,74 @@ def _check_produced(produced: object, label: str) -> PieceSource:
     return cast(PieceSource, produced)
 
 
-def _checked_emit(emit: Emit, label: str) -> Emit:
-    """``emit`` that names the piece's number and type when it is not a str."""
-    count = itertools.count(1)
-
-    def checked(piece: Any) -> None:
-        n = next(count)
-        if not isinstance(piece, str):
-            raise TypeError(f"IteratorSource function {label!r} yielded piece #{n} of type "
-                            f"{type(piece).__name__} ({reprlib.repr(piece)}); every piece "
-                            "must be a str")
-        emit(piece)
-
-    return checked
-
-
 def _name(fn: object) -> str:
     return str(getattr(fn, "__qualname__", getattr(fn, "__name__", type(fn).__name__)))
 
 
-def _drain_sync(produced: Iterable[str], emit: Emit, cancel: threading.Event) -> None:
+def _check_think_tags(value: Any) -> ThinkTags:
+    if value is None or isinstance(value, bool) or value == "opened":
+        return value  # type: ignore[no-any-return]
+    raise ValueError(f"think_tags must be True, False, None or 'opened', got {value!r}")
+
+
+
+class _Ending:
+    """Notes an Outcome yielded (or returned) by the function; nothing may follow it."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.outcome: Outcome | None = None
+        self._count = itertools.count(1)
+
+    def take(self, item: Any) -> str | None:
+        """The piece ``item`` is, or None if it was the Outcome."""
+        if self.outcome is not None:
+            raise TypeError("the function yielded something after an Outcome; "
+                            "an Outcome must be the last item")
+        if isinstance(item, Outcome):
+            self.outcome = item
+            return None
+        n = next(self._count)
+        if not isinstance(item, str):
+            raise TypeError(f"IteratorSource function {self.label!r} yielded piece #{n} of type "
+                            f"{type(item).__name__} ({reprlib.repr(item)}); every piece "
+                            "must be a str (or Reasoning), or an Outcome last")
+        return item
+
+    def returned(self, value: Any) -> None:
+        """A generator's return value: an Outcome, or None."""
+        if isinstance(value, Outcome) and self.outcome is None:
+            self.outcome = value
+        elif value is not None and not isinstance(value, Outcome):
+            raise TypeError(f"the generator returned {type(value).__name__}; "
+                            "return an Outcome or nothing")
+
+
+def _drain_sync(produced: Iterable[Any], emit: Emit,
+                cancel: threading.Event, ending: _Ending) -> Outcome | None:
     it = iter(produced)
     try:
-        for piece in it:
+        while True:
+            try:
+                item = next(it)
+            except StopIteration as stop:
+                ending.returned(stop.value)
+                return ending.outcome
             if cancel.is_set():
                 raise Cancelled()
-            emit(piece)
+            piece = ending.take(item)
+            if piece is not None:
+                emit(piece)
     finally:
         close = getattr(it, "close", None)
         if close is not None:
             close()
 
 
-def _drain_async(produced: AsyncIterable[str], emit: Emit, cancel: threading.Event) -> None:
+def _drain_async(produced: AsyncIterable[Any], emit: Emit,
+                 cancel: threading.Event, ending: _Ending) -> Outcome | None:
     async def pump() -> None:
-        it: AsyncIterator[str] = produced.__aiter__()
+        it: AsyncIterator[Any] = produced.__aiter__()
         try:
             while True:
                 if cancel.is_set():
@@ -134,10 +188,12 @@ def _drain_async(produced: AsyncIterable[str], emit: Emit, cancel: threading.Eve
                         nxt.cancel()
                         raise Cancelled()
                 try:
-                    piece = nxt.result()
+                    item = nxt.result()
                 except StopAsyncIteration:
                     return
-                emit(piece)
+                piece = ending.take(item)
+                if piece is not None:
+                    emit(piece)
         finally:
             aclose = getattr(it, "aclose", None)
             if aclose is not None:
@@ -152,6 +208,7 @@ def _drain_async(produced: AsyncIterable[str], emit: Emit, cancel: threading.Eve
             loop.run_until_complete(loop.shutdown_asyncgens())
         finally:
             loop.close()
+    return ending.outcome
 
 
 __all__ = ["IteratorSource", "PieceSource"]

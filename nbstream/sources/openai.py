@@ -2,12 +2,29 @@
 
 Owns one streaming HTTP request per reply: ``POST {base_url}/chat/completions``
 with ``"stream": true``, read as server-sent events (httpx, and httpx-sse's
-parser); each ``choices[0].delta.content`` becomes a piece. Role-only and
-empty chunks, usage chunks and keep-alive comments are skipped;
-``reasoning_content`` (``reasoning`` on some servers) is dropped unless
-``include_reasoning=True``. A ``data: [DONE]`` line ends the reply, and so does
-a body that simply ends (``transformers serve`` sends no ``[DONE]``); a body
-cut off mid-way (the server died: an incomplete chunked body) is an error.
+parser); each ``choices[0].delta.content`` becomes an answer piece, each
+``delta.reasoning_content`` (llama.cpp, DeepSeek) or ``delta.reasoning``
+(vLLM, Ollama ``/v1``) a :class:`~nbstream.pieces.Reasoning` piece. Inline
+``<think>…</think>`` in the content is split out too (``think_tags``, see
+:mod:`nbstream.sources.think`). Role-only and empty chunks and keep-alive
+comments are skipped.
+
+How it ended goes into the returned :class:`~nbstream.pieces.Outcome`: the
+last ``finish_reason`` the server sent (``stop``, ``length``, ``tool_calls``,
+vLLM's ``abort``; TGI's ``eos_token`` / ``stop_sequence`` read as ``stop``), or
+None when it sent none: a stream that simply ended, or one that sent
+``[DONE]`` without a reason (llama-cpp-python's server does that to a stream a
+second request cut short). Usage (prompt, completion, reasoning and cached
+tokens) comes from the chunk that carries it: the source asks for it with
+``stream_options: {"include_usage": true}``; a server that refuses that field
+(HTTP 400 or 422 naming it) gets the request again without it, once, and this
+source does not send it again. llama.cpp's ``timings`` go into the figures.
+
+A ``data: [DONE]`` line ends the reply, and so does a body that simply ends
+(``transformers serve`` sends no ``[DONE]``); a body cut off mid-way (the
+server died: an incomplete chunked body) is an error, and so is a stream with
+no event at all (llama-cpp-python answers a prompt longer than its context
+with HTTP 200 and an empty stream; the error is only in its log).
 
 Threads: :meth:`OpenAISource.generate` runs on the source's worker thread, on
 a private asyncio event loop made for that one reply. The request runs as one
@@ -52,7 +69,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from .._version import __version__
+from ..pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source, SourceError
+from .think import ThinkSplitter, ThinkTags, splitting
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAISource", "SourceError"]
 
@@ -67,6 +86,13 @@ _POLL = 0.05
 _TRIM = 240
 _MAX_ERROR_BODY = 64 * 1024
 _TAG = re.compile(r"<[^>]*>")
+#: finish reasons as servers spell them -> ours
+_FINISH: dict[str, FinishReason] = {
+    "stop": "stop", "length": "length", "tool_calls": "tool_calls", "abort": "abort",
+    "function_call": "tool_calls", "eos_token": "stop", "eos": "stop",
+    "stop_sequence": "stop", "end_turn": "stop", "max_tokens": "length",
+}
+_USAGE_OPTION = "stream_options"
 
 
 class OpenAISource(Source):
@@ -78,8 +104,18 @@ class OpenAISource(Source):
     ``timeout`` is the longest wait, in seconds, for the server's next bytes
     (the response headers, or the next piece): a stalled server becomes an
     error after it (None: wait for ever; a stop always works). Every other
-    keyword (``temperature``, ``max_tokens``, ``stop``, ``seed``, ...) goes
-    into the request body as it is.
+    keyword (``temperature``, ``max_tokens``, ``stop``, ``seed``,
+    ``reasoning_effort``, ...) goes into the request body as it is.
+
+    ``chat_template_kwargs`` (e.g. ``{"enable_thinking": False}``) is sent as
+    the request field of that name, which vLLM, SGLang and llama.cpp hand to
+    the model's chat template. ``think_tags``: whether ``<think>…</think>``
+    written inline in the content is split out as reasoning: None (the
+    default) and True split it where it appears (text without tags passes
+    through as it is), ``"opened"`` when the server's template opened the
+    block so the content starts inside it, False leaves the content as it is.
+    Reasoning the server sends apart (``reasoning_content`` / ``reasoning``)
+    is always a reasoning part.
 
     Replies of sources with the same ``base_url`` and ``model`` share one
     lane that runs ``concurrency`` of them at once (servers batch requests).
@@ -94,7 +130,8 @@ class OpenAISource(Source):
         timeout: float | None = 300.0,
         connect_timeout: float = 10.0,
         concurrency: int = 4,
-        include_reasoning: bool = False,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+        think_tags: ThinkTags = None,
         headers: Mapping[str, str] | None = None,
         verify: bool | str | ssl.SSLContext = True,
         label: str | None = None,
@@ -111,6 +148,12 @@ class OpenAISource(Source):
                              f"got {base_url!r}")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
+            raise TypeError("chat_template_kwargs must be a dict, such as "
+                            "{'enable_thinking': False}")
+        if not (think_tags is None or isinstance(think_tags, bool) or think_tags == "opened"):
+            raise ValueError(f"think_tags must be True, False, None or 'opened', "
+                             f"got {think_tags!r}")
         clash = sorted(_RESERVED & request_options.keys())
         if clash:
             raise TypeError(f"OpenAISource sets {', '.join(clash)} itself; "
@@ -127,7 +170,10 @@ class OpenAISource(Source):
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.concurrency = concurrency
-        self.include_reasoning = include_reasoning
+        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.think_tags: ThinkTags = think_tags
+        # set once a server refused stream_options: never sent again by this source
+        self._no_usage_option = False
         self.request_options: dict[str, Any] = dict(request_options)
         self._extra_headers = dict(headers or {})
         self._api_key = api_key if api_key is not None else os.environ.get(API_KEY_ENV) or None
@@ -139,9 +185,6 @@ class OpenAISource(Source):
             label = model.rstrip("/\\").replace("\\", "/").rsplit("/", 1)[-1] \
                 if model.startswith(("/", ".", "~")) or os.path.isabs(model) else model
         self._label = label
-        # figures of the reply that ran last on each worker thread (replies of
-        # this source run on several threads at once, see concurrency)
-        self._local = threading.local()
 
     # ------------------------------------------------------------------ Source
     @property
@@ -151,40 +194,27 @@ class OpenAISource(Source):
     def lane_key(self) -> Hashable:
         return ("openai", self.base_url, self.model)
 
-    @property
-    def last_stats(self) -> dict[str, Any] | None:
-        """``{"tokens": n, "prompt_tokens": m}`` of the latest reply on this thread,
-        when the server reported its usage (None otherwise).
-
-        Thread-local: read it on the thread that ran :meth:`generate`, after it.
-        Servers report usage in the last chunk (transformers serve always; vLLM,
-        llama.cpp and OpenAI with ``stream_options={"include_usage": True}``).
-        """
-        stats: dict[str, Any] | None = getattr(self._local, "stats", None)
-        return stats
-
-    @last_stats.setter
-    def last_stats(self, value: dict[str, Any] | None) -> None:
-        self._local.stats = value
-
     def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
         """The JSON body sent for ``messages``."""
-        return {
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
             "stream": True,
-            **self.request_options,
         }
+        if not self._no_usage_option:
+            body[_USAGE_OPTION] = {"include_usage": True}
+        if self.chat_template_kwargs:
+            body["chat_template_kwargs"] = dict(self.chat_template_kwargs)
+        body.update(self.request_options)
+        return body
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
-                 cancel: threading.Event) -> None:
-        self.last_stats = None
+                 cancel: threading.Event) -> Outcome:
         if cancel.is_set():
             raise Cancelled()
-        body = self.request_body(messages)
         loop = asyncio.new_event_loop()
         try:
-            loop.run_until_complete(self._watch(body, emit, cancel))
+            return loop.run_until_complete(self._watch(messages, emit, cancel))
         finally:
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
@@ -220,10 +250,10 @@ class OpenAISource(Source):
         headers.update(self._extra_headers)
         return headers
 
-    async def _watch(self, body: dict[str, Any], emit: Emit, cancel: threading.Event) -> None:
+    async def _watch(self, messages: Sequence[ChatMessage], emit: Emit,
+                     cancel: threading.Event) -> Outcome:
         """Run the request as a task; cancel it as soon as ``cancel`` is set."""
-        progress = _Progress()
-        task = asyncio.ensure_future(self._request(body, emit, cancel, progress))
+        task = asyncio.ensure_future(self._attempts(messages, emit, cancel))
         try:
             while not task.done():
                 await asyncio.wait({task}, timeout=_POLL)
@@ -235,10 +265,24 @@ class OpenAISource(Source):
             if not task.done():
                 task.cancel()
                 await asyncio.wait({task})
-        task.result()  # the request's outcome: None, Cancelled or SourceError
+        return task.result()  # the request's outcome, Cancelled or SourceError
+
+    async def _attempts(self, messages: Sequence[ChatMessage], emit: Emit,
+                        cancel: threading.Event) -> Outcome:
+        """The request; once more without ``stream_options`` if the server refused it."""
+        body = self.request_body(messages)
+        try:
+            return await self._request(body, emit, cancel, _Progress())
+        except SourceError as exc:
+            if not (_USAGE_OPTION in body and _USAGE_OPTION not in self.request_options
+                    and exc.status_code in (400, 422) and _refuses_usage_option(exc)):
+                raise
+        self._no_usage_option = True
+        body = self.request_body(messages)
+        return await self._request(body, emit, cancel, _Progress())
 
     async def _request(self, body: dict[str, Any], emit: Emit, cancel: threading.Event,
-                       progress: _Progress) -> None:
+                       progress: _Progress) -> Outcome:
         timeout = httpx.Timeout(self.timeout, connect=self.connect_timeout)
         try:
             async with httpx.AsyncClient(timeout=timeout, verify=self._ssl_context()) as client, \
@@ -246,7 +290,7 @@ class OpenAISource(Source):
                                   headers=self._headers()) as response:
                 progress.connected = True
                 await self._check_response(response)
-                await self._read_events(response, emit, cancel, progress)
+                outcome = await self._read_events(response, emit, cancel, progress)
         except (Cancelled, SourceError):
             raise
         except Exception as exc:
@@ -255,6 +299,7 @@ class OpenAISource(Source):
             raise self._translate(exc, progress) from exc
         if cancel.is_set():
             raise Cancelled()
+        return outcome
 
     async def _check_response(self, response: httpx.Response) -> None:
         status = response.status_code
@@ -276,16 +321,23 @@ class OpenAISource(Source):
             status_code=status, body=message or None,
         )
 
+    def _splitter(self) -> ThinkSplitter | None:
+        if self.think_tags is False:
+            return None
+        return ThinkSplitter(start_inside=self.think_tags == "opened")
+
     async def _read_events(self, response: httpx.Response, emit: Emit,
-                           cancel: threading.Event, progress: _Progress) -> None:
-        in_reasoning = False
+                           cancel: threading.Event, progress: _Progress) -> Outcome:
+        ending = _Ending()
+        splitter = self._splitter()
+        answer, finish = splitting(emit, splitter) if splitter is not None else (emit, None)
         async for event in EventSource(response).aiter_sse():
             if cancel.is_set():
                 raise Cancelled()
             progress.events += 1
             data = event.data
             if data.strip() == "[DONE]":
-                return
+                break
             if not data.strip():
                 continue
             try:
@@ -302,21 +354,25 @@ class OpenAISource(Source):
                 message = _error_text(chunk) or _trim(data)
                 raise SourceError(f"{self.label}: the server reported an error after "
                                   f"{progress.pieces} pieces: {message}", body=message)
-            usage = chunk.get("usage") if isinstance(chunk, dict) else None
-            if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-                self.last_stats = {"tokens": usage["completion_tokens"],
-                                   "prompt_tokens": usage.get("prompt_tokens")}
             content, reasoning = self._delta(chunk, progress.events)
-            if reasoning and self.include_reasoning:
-                in_reasoning = True
+            ending.note(chunk)
+            if reasoning:
                 progress.pieces += 1
-                emit(reasoning)
+                emit(Reasoning(reasoning))
             if content:
-                if in_reasoning:
-                    in_reasoning = False
-                    emit("\n\n")
                 progress.pieces += 1
-                emit(content)
+                answer(content)
+        if cancel.is_set():
+            raise Cancelled()
+        if not progress.events:
+            raise SourceError(
+                f"{self.label}: {self.url} answered with an empty stream (no event at all). "
+                "The server failed before generating; llama.cpp's Python server does this "
+                "when the prompt is longer than the model's context. See the server's log."
+            )
+        if finish is not None:
+            finish()
+        return ending.outcome()
 
     def _delta(self, chunk: Any, n: int) -> tuple[str | None, str | None]:
         """(content, reasoning) of one chunk; (None, None) for chunks without text."""
@@ -331,6 +387,7 @@ class OpenAISource(Source):
         if not isinstance(delta, dict):
             return None, None
         content = delta.get("content")
+        # vLLM sends "reasoning" (some versions both names, the same text)
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         for name, value in (("content", content), ("reasoning", reasoning)):
             if value is not None and not isinstance(value, str):
@@ -360,6 +417,68 @@ class OpenAISource(Source):
         if isinstance(exc, httpx.HTTPError):
             return SourceError(f"request to {where} failed: {type(exc).__name__}: {detail}")
         return SourceError(f"{where}: {type(exc).__name__}: {detail}")
+
+
+class _Ending:
+    """What the chunks said about the end: finish reason, usage, timings."""
+
+    __slots__ = ("finish", "server_finish", "timings", "usage")
+
+    def __init__(self) -> None:
+        self.finish: FinishReason | None = None
+        self.server_finish: str | None = None
+        self.usage: dict[str, int] = {}
+        self.timings: dict[str, float] = {}
+
+    def note(self, chunk: dict[str, Any]) -> None:
+        choices = chunk.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], dict):
+            reason = choices[0].get("finish_reason")
+            if isinstance(reason, str) and reason:
+                self.server_finish = reason
+                self.finish = _FINISH.get(reason, "stop")
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
+            self.usage.update(_usage(usage))
+        timings = chunk.get("timings")
+        if isinstance(timings, dict):
+            self.timings.update({k: v for k, v in timings.items()
+                                 if isinstance(v, (int, float)) and not isinstance(v, bool)})
+
+    def outcome(self) -> Outcome:
+        figures: dict[str, Any] = {}
+        if "completion_tokens" in self.usage:
+            figures["tokens"] = self.usage["completion_tokens"]
+        if self.timings:
+            figures["timings"] = dict(self.timings)
+        if self.server_finish is not None and self.server_finish not in _FINISH:
+            figures["server_finish_reason"] = self.server_finish
+        return Outcome(finish_reason=self.finish, usage=dict(self.usage), figures=figures)
+
+
+def _usage(usage: dict[str, Any]) -> dict[str, int]:
+    """Token counts of an OpenAI usage object: prompt, completion, reasoning, cached."""
+    out: dict[str, int] = {}
+
+    def put(name: str, value: Any) -> None:
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+
+    put("prompt_tokens", usage.get("prompt_tokens"))
+    put("completion_tokens", usage.get("completion_tokens"))
+    details = usage.get("completion_tokens_details")
+    if isinstance(details, dict):
+        put("reasoning_tokens", details.get("reasoning_tokens"))
+    details = usage.get("prompt_tokens_details")
+    if isinstance(details, dict):
+        put("cached_tokens", details.get("cached_tokens"))
+    return out
+
+
+def _refuses_usage_option(exc: SourceError) -> bool:
+    """Whether an HTTP error says the server does not take ``stream_options``."""
+    said = f"{exc.body or ''} {exc}".lower()
+    return _USAGE_OPTION in said or "include_usage" in said
 
 
 class _Progress:

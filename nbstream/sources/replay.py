@@ -8,8 +8,12 @@ A recording is a JSON-lines file. The first line is a header object::
 
 (only ``nbstream_recording`` is required; other fields are kept as they are),
 then one object per piece, ``{"t": seconds since generation started, "text":
-piece}``, in order. Times never decrease; the first piece's ``t`` is the time
-to the first token.
+piece}``, in order, with ``"part": "reasoning"`` for a piece of the model's
+reasoning (no ``part``: answer text). Times never decrease; the first piece's
+``t`` is the time to the first token. The header also keeps how the
+generation ended, as the source said (``finish_reason``: a string or null,
+``usage`` and ``figures``: objects); recordings without them (older ones)
+ended with ``"stop"``.
 
 Recording: wrap a source in :class:`Recorder`. It delegates everything to the
 wrapped source (same label, lane and concurrency) and notes ``(t, piece)``
@@ -18,41 +22,67 @@ of each reply (done, stopped or failed) it keeps the :class:`Recording`. Then
 ``record(reply, path)`` (for a reply of a widget built on a Recorder) or
 ``recorder.save(path)`` (the latest reply) writes the file. A reply on its own
 cannot be recorded: its stream keeps the times of the pieces but not the
-pieces themselves.
+pieces themselves. The recording travels back with the reply's own result,
+never through the reply's internals: the Recorder's ``generate`` returns a
+:class:`RecordedOutcome` (``reply.outcome``), a stop included; for a failed
+reply it rides on the error (``reply.error``).
 
 Playback: :class:`ReplaySource` emits the pieces on the recorded schedule,
 scaled by ``speed`` (2.0: twice as fast; 0 or ``inf``: as fast as possible),
 whatever the prompt. The schedule is absolute (a late wake-up does not delay
 the pieces after it), and it waits on the cancel event, never in a plain
-sleep, so a stop is immediate.
+sleep, so a stop is immediate. It returns the recorded ``finish_reason``,
+usage and figures.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as _dt
 import json
 import math
 import threading
 import time
-import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, get_args
 
+from ..pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source
 
-if TYPE_CHECKING:
-    from ..reply import Reply
-
-__all__ = ["FORMAT_VERSION", "Recorder", "Recording", "RecordingError", "ReplaySource", "record"]
+__all__ = ["FORMAT_VERSION", "RecordedOutcome", "Recorder", "Recording", "RecordingError",
+           "ReplaySource", "record"]
 
 FORMAT_VERSION = 1
 _MAGIC = "nbstream_recording"
 
+#: (seconds since the start, piece); a piece is a str or a Reasoning
 Piece = tuple[float, str]
 StrPath = str | PathLike[str]
+#: the finish reasons a source reports (the others are set by the pipeline)
+_SOURCE_REASONS = frozenset({"stop", "length", "tool_calls", "abort"})
+_ALL_REASONS = frozenset(get_args(FinishReason))
+#: where a Recorder leaves the recording of a failed reply on its error
+_ON_ERROR = "nbstream_recording"
+
+
+class _ReplyLike(Protocol):
+    """What :func:`record` needs of a reply (``nbstream.reply.Reply``)."""
+
+    @property
+    def source(self) -> Source: ...
+    @property
+    def id(self) -> str: ...
+    @property
+    def status(self) -> str: ...
+    @property
+    def done(self) -> bool: ...
+    @property
+    def outcome(self) -> Outcome | None: ...
+    @property
+    def error(self) -> BaseException | None: ...
 
 
 class RecordingError(ValueError):
@@ -68,7 +98,27 @@ class Recording:
 
     @property
     def text(self) -> str:
-        return "".join(text for _, text in self.pieces)
+        """The answer text (reasoning left out)."""
+        return "".join(text for _, text in self.pieces if not isinstance(text, Reasoning))
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning text ('' if there was none)."""
+        return "".join(text for _, text in self.pieces if isinstance(text, Reasoning))
+
+    @property
+    def outcome(self) -> Outcome:
+        """How the recorded generation ended, as its source said (``"stop"`` if the
+        recording does not say, or ended by a stop or an error)."""
+        h = self.header
+        reason = h.get("finish_reason", "stop")
+        usage = h.get("usage")
+        figures = h.get("figures")
+        return Outcome(
+            finish_reason=reason if reason is None or reason in _SOURCE_REASONS else "stop",
+            usage=dict(usage) if isinstance(usage, dict) else {},
+            figures=dict(figures) if isinstance(figures, dict) else {},
+        )
 
     @property
     def duration(self) -> float:
@@ -88,8 +138,7 @@ class Recording:
         header["pieces"] = len(self.pieces)
         header["duration"] = round(self.duration, 6)
         lines = [json.dumps(header, ensure_ascii=False)]
-        lines += [json.dumps({"t": round(t, 6), "text": text}, ensure_ascii=False)
-                  for t, text in self.pieces]
+        lines += [json.dumps(_piece_obj(t, text), ensure_ascii=False) for t, text in self.pieces]
         return lines
 
     def save(self, path: StrPath) -> Path:
@@ -142,6 +191,12 @@ class Recording:
                                      f"{last_t:g})")
             if not isinstance(text, str):
                 raise RecordingError(f'{where}: "text" must be a string, got {_short(text)}')
+            part = obj.get("part", "answer")
+            if part == "reasoning":
+                text = Reasoning(text)
+            elif part != "answer":
+                raise RecordingError(f'{where}: "part" must be "answer" or "reasoning", '
+                                     f"got {_short(part)}")
             pieces.append((float(t), text))
             last_t = float(t)
         if header is None:
@@ -164,6 +219,17 @@ def _parse_header(line: str, where: str) -> dict[str, Any]:
     if obj[_MAGIC] != FORMAT_VERSION:
         raise RecordingError(f"{where}: recording format {obj[_MAGIC]!r} is not supported "
                              f"(this nbstream reads format {FORMAT_VERSION})")
+    reason = obj.get("finish_reason", "stop")
+    if reason is not None and reason not in _ALL_REASONS:
+        raise RecordingError(f'{where}: "finish_reason" must be one of '
+                             f"{', '.join(sorted(_ALL_REASONS))} or null, got {reason!r}")
+    return obj
+
+
+def _piece_obj(t: float, text: str) -> dict[str, Any]:
+    obj: dict[str, Any] = {"t": round(t, 6), "text": str(text)}
+    if isinstance(text, Reasoning):
+        obj["part"] = "reasoning"
     return obj
 
 
@@ -187,7 +253,8 @@ class ReplaySource(Source):
         if not isinstance(recording, Recording):
             recording = Recording.parse(
                 [json.dumps({_MAGIC: FORMAT_VERSION})]
-                + [json.dumps({"t": t, "text": text}) for t, text in recording],
+                + [json.dumps(_piece_obj(t, text) if isinstance(text, str)
+                              else {"t": t, "text": text}) for t, text in recording],
                 name="<pieces>",
             )
         speed = float(speed)
@@ -213,7 +280,7 @@ class ReplaySource(Source):
         return ("replay", id(self))
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event) -> Outcome:
         start = self._clock()
         fast = math.isinf(self.speed)
         for t, text in self.recording.pieces:
@@ -224,6 +291,7 @@ class ReplaySource(Source):
             if cancel.is_set():
                 raise Cancelled()
             emit(text)
+        return self.recording.outcome
 
     def __repr__(self) -> str:
         rec = self.recording
@@ -233,6 +301,25 @@ class ReplaySource(Source):
 
 
 # ------------------------------------------------------------------ recording
+@dataclass(frozen=True)
+class RecordedOutcome(Outcome):
+    """The outcome of a :class:`Recorder`'s reply: the wrapped source's, with the recording."""
+
+    recording: Recording | None = None
+
+
+def _json_safe(figures: Mapping[str, Any]) -> dict[str, Any]:
+    """The figures that survive JSON as they are (numbers, strings, plain containers)."""
+    out: dict[str, Any] = {}
+    for key, value in figures.items():
+        try:
+            if json.loads(json.dumps(value)) == value:
+                out[str(key)] = value
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
 class Recorder(Source):
     """Wrap ``source`` and record each reply it generates (see the module docstring).
 
@@ -248,9 +335,6 @@ class Recorder(Source):
         self._clock = clock
         self._lock = threading.Lock()
         self._last: Recording | None = None
-        # per reply, keyed by its cancel event (one per reply, weakly held)
-        self._by_cancel: weakref.WeakKeyDictionary[threading.Event, Recording] = \
-            weakref.WeakKeyDictionary()
 
     # -- delegated
     @property
@@ -267,18 +351,12 @@ class Recorder(Source):
     def prepare(self) -> None:
         self.source.prepare()
 
-    @property
-    def last_stats(self) -> Any:
-        """The wrapped source's figures of its latest reply."""
-        return self.source.last_stats
-
-    @last_stats.setter
-    def last_stats(self, value: Any) -> None:
-        self.source.last_stats = value
-
     # -- recording
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event) -> RecordedOutcome:
+        """Run the wrapped source, noting each piece; returns its outcome with the
+        recording (a stop returns too, with ``finish_reason="cancelled"``; an error
+        is raised again, carrying the recording)."""
         pieces: list[Piece] = []
         clock = self._clock
         start = clock()
@@ -288,18 +366,7 @@ class Recorder(Source):
             emit(piece)
             pieces.append((t, piece))
 
-        status, error = "done", None
-        try:
-            self.source.generate(messages, recording_emit, cancel)
-            if cancel.is_set():
-                status = "stopped"
-        except Cancelled:
-            status = "stopped"
-            raise
-        except BaseException as exc:
-            status, error = "error", f"{type(exc).__name__}: {exc}"
-            raise
-        finally:
+        def keep(status: str, outcome: Outcome | None, error: str | None = None) -> Recording:
             header: dict[str, Any] = {
                 "source": self.source.label,
                 "prompt": _last_user_text(messages),
@@ -309,10 +376,32 @@ class Recorder(Source):
             }
             if error is not None:
                 header["error"] = error
+            if outcome is not None:
+                header["finish_reason"] = outcome.finish_reason
+                if outcome.usage:
+                    header["usage"] = dict(outcome.usage)
+                figures = _json_safe(outcome.figures)
+                if figures:
+                    header["figures"] = figures
             rec = Recording(tuple(pieces), header)
             with self._lock:
                 self._last = rec
-                self._by_cancel[cancel] = rec
+            return rec
+
+        try:
+            outcome = self.source.generate(messages, recording_emit, cancel) or Outcome()
+        except Cancelled:
+            outcome = Outcome(finish_reason="cancelled")
+        except BaseException as exc:
+            rec = keep("error", None, f"{type(exc).__name__}: {exc}")
+            with contextlib.suppress(AttributeError, TypeError):  # an exception without a dict
+                setattr(exc, _ON_ERROR, rec)
+            raise
+        if cancel.is_set():
+            outcome = Outcome("cancelled", outcome.usage, outcome.figures)
+        rec = keep("stopped" if outcome.finish_reason == "cancelled" else "done", outcome)
+        return RecordedOutcome(outcome.finish_reason, outcome.usage, outcome.figures,
+                               recording=rec)
 
     @property
     def last_recording(self) -> Recording | None:
@@ -320,17 +409,20 @@ class Recorder(Source):
         with self._lock:
             return self._last
 
-    def recording_for(self, reply: Reply) -> Recording:
+    def recording_for(self, reply: _ReplyLike) -> Recording:
         """The recording of ``reply`` (a reply of this recorder that has ended)."""
         if reply.source is not self:
             raise ValueError("this reply was not generated by this Recorder")
         if not reply.done:
             raise RuntimeError(f"reply {reply.id} is still {reply.status}: wait for it to end "
                                "(reply.wait()) before recording it")
-        # the stream's cancel event is the one handed to generate() for this reply
-        cancel = reply._stream.cancel_event
-        with self._lock:
-            rec = self._by_cancel.get(cancel)
+        outcome = reply.outcome
+        rec: Recording | None = None
+        if isinstance(outcome, RecordedOutcome):
+            rec = outcome.recording
+        elif reply.error is not None:
+            found = getattr(reply.error, _ON_ERROR, None)
+            rec = found if isinstance(found, Recording) else None
         if rec is None:
             raise RuntimeError(f"reply {reply.id} produced nothing to record "
                                f"(status {reply.status}: it never started generating)")
@@ -347,7 +439,7 @@ class Recorder(Source):
         return f"Recorder({self.source!r})"
 
 
-def record(reply: Reply, path: StrPath) -> Path:
+def record(reply: _ReplyLike, path: StrPath) -> Path:
     """Save the recording of ``reply`` to ``path``; returns the path.
 
     The reply must come from a source wrapped in :class:`Recorder`

@@ -8,8 +8,15 @@ source down, and high rates (10,000 pieces/s) are met by emitting the pieces
 due within ``MIN_WAIT`` (5 ms) per wake-up. It waits on the cancel event, so
 a stop is immediate.
 
+Reasoning: ``reasoning="..."`` is typed first, at the same rate, as
+:class:`~nbstream.pieces.Reasoning` pieces, then the text. ``finish_reason``
+(``"stop"`` by default; ``"length"``, ``None``, ...) and ``usage`` are what
+``generate`` returns, so a teaching notebook can show a reply cut at its
+length limit without a model.
+
 Faults for tests and teaching: ``error_after=N`` raises after N pieces,
-``stall_after=N`` pauses ``stall_for`` seconds after N pieces.
+``stall_after=N`` pauses ``stall_for`` seconds after N pieces (reasoning
+pieces count).
 """
 
 from __future__ import annotations
@@ -18,8 +25,9 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
+from ..pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source
 
 _WORD = re.compile(r"\s*\S+|\s+")
@@ -48,6 +56,9 @@ class ScriptedSource(Source):
         jitter: float = 0.0,
         seed: int = 0,
         *,
+        reasoning: str | Sequence[str] | None = None,
+        finish_reason: FinishReason | None = "stop",
+        usage: Mapping[str, int] | None = None,
         error_after: int | None = None,
         stall_after: int | None = None,
         stall_for: float = 0.0,
@@ -57,7 +68,13 @@ class ScriptedSource(Source):
             raise ValueError("rate must be positive (pieces per second)")
         if not 0.0 <= jitter <= 1.0:
             raise ValueError("jitter must be between 0 and 1")
+        if reasoning is not None and not isinstance(reasoning, (str, list, tuple)):
+            raise TypeError("reasoning must be a str or a sequence of str pieces, "
+                            f"got {type(reasoning).__name__}")
         self.text = text
+        self.reasoning = reasoning
+        self.finish_reason: FinishReason | None = finish_reason
+        self.usage = dict(usage or {})
         self.rate = float(rate)
         self.jitter = float(jitter)
         self.seed = seed
@@ -67,16 +84,20 @@ class ScriptedSource(Source):
         self._clock = clock
 
     def pieces(self, messages: Sequence[ChatMessage] = ()) -> list[str]:
-        """The pieces this source emits for ``messages``."""
+        """The pieces this source emits for ``messages`` (reasoning first)."""
+        thinking = self.reasoning
+        out: list[str] = []
+        if thinking is not None:
+            parts = split_words(thinking) if isinstance(thinking, str) else list(thinking)
+            out = [Reasoning(p) for p in parts]
         text = self.text
         if callable(text):
             text = text(messages)
-        if isinstance(text, str):
-            return split_words(text)
-        return list(text)
+        out += split_words(text) if isinstance(text, str) else list(text)
+        return out
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
-                 cancel: threading.Event) -> None:
+                 cancel: threading.Event) -> Outcome:
         rng = random.Random(self.seed)
         gap = 1.0 / self.rate
         due = self._clock()
@@ -95,6 +116,7 @@ class ScriptedSource(Source):
             if cancel.is_set():
                 raise Cancelled()
             emit(piece)
+        return Outcome(self.finish_reason, self.usage)
 
     def __repr__(self) -> str:
         text = self.text

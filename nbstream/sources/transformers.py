@@ -11,9 +11,18 @@ two decoding steps, on the same thread) turns the new token id into text with
 set. ``emit`` may block (backpressure) and raise :class:`Cancelled`; both
 pass straight through ``model.generate``.
 
-Attributes written by ``generate`` (:attr:`~TransformersSource.last_token_ids`,
-:attr:`~TransformersSource.last_stats`) describe the latest reply of this
-source; read them after ``generate`` returned, on any thread.
+``generate`` returns an :class:`~nbstream.pieces.Outcome`: ``finish_reason``
+``"length"`` when the reply reached ``max_new_tokens`` without ending its turn,
+``"stop"`` otherwise; usage (prompt and completion tokens) and figures
+(``tokens``, ``seconds``, ``first_token_seconds``, ``tokens_per_second``).
+:attr:`~TransformersSource.last_token_ids` (the ids of the latest reply, for
+tests and benchmarks) is written by ``generate``.
+
+Thinking models: when the chat template uses ``<think>`` tags (or with
+``think_tags=True``), the text goes through the shared splitter
+(:mod:`nbstream.sources.think`), which turns the inside of the block into
+:class:`~nbstream.pieces.Reasoning` pieces; when the prompt ends with an open
+``<think>`` (the template opened the block), the output starts inside it.
 
 Loaded models are shared: sources built with the same model arguments get
 the same model object (held while any of them lives) and the same
@@ -28,34 +37,17 @@ import time
 import weakref
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any, Literal, TypedDict
+from typing import Any
 
 from nbstream import devices
 from nbstream.detok import IncrementalDecoder
-from nbstream.sources.base import Cancelled, ChatMessage, Emit, Source
+from nbstream.pieces import FinishReason, Outcome
+from nbstream.sources.base import ChatMessage, Emit, Source
+from nbstream.sources.think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
 
-__all__ = ["GenerationStats", "TransformersSource"]
+__all__ = ["TransformersSource"]
 
 DEFAULT_LABEL = "SmolLM2-135M-Instruct"
-
-
-class GenerationStats(TypedDict):
-    """What :attr:`TransformersSource.last_stats` holds after a reply."""
-
-    #: new tokens the model produced and the decoder received (end-of-turn
-    #: token included; a token produced after ``cancel`` was set is not)
-    tokens: int
-    #: length of the prompt (chat template applied) in tokens
-    prompt_tokens: int
-    #: from the call of ``model.generate`` to its return
-    seconds: float
-    #: from the call of ``model.generate`` to the first new token (prefill)
-    first_token_seconds: float | None
-    #: decoding rate after the first token (None with fewer than two tokens)
-    tokens_per_second: float | None
-    #: "stop" (end-of-turn or a stop string), "length" (max_new_tokens),
-    #: "cancelled" or "error"
-    finish_reason: Literal["stop", "length", "cancelled", "error"]
 
 
 class _Loaded:
@@ -156,10 +148,14 @@ class _EmitStreamer:
     ``model.generate`` calls ``put`` on the thread that called it: first
     with the prompt ids (skipped), then with each new token id. Once ``cancel`` is set no
     piece is emitted, not even the one of the token still in flight.
+    ``hidden``: ids counted but not decoded (special tokens, when the decoder
+    keeps special tokens because the think tags are special ones).
     """
 
-    def __init__(self, decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event) -> None:
+    def __init__(self, decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event,
+                 hidden: frozenset[int] = frozenset()) -> None:
         self._decoder = decoder
+        self._hidden = hidden
         self._emit = emit
         self._cancel = cancel
         self._prompt_seen = False
@@ -189,6 +185,8 @@ class _EmitStreamer:
             if self._cancel.is_set():
                 return
             self.ids.append(token_id)
+            if token_id in self._hidden:
+                continue
             piece = self._decoder.step(token_id)
             if piece:
                 self._emit(piece)
@@ -201,13 +199,20 @@ class _EmitStreamer:
             self._emit(rest)
 
 
-def _streamer(decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event) -> Any:
+def _streamer(decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event,
+              hidden: frozenset[int] = frozenset()) -> Any:
     from transformers.generation.streamers import BaseStreamer
 
     class EmitStreamer(_EmitStreamer, BaseStreamer):
         pass
 
-    return EmitStreamer(decoder, emit, cancel)
+    return EmitStreamer(decoder, emit, cancel, hidden)
+
+
+def _special_ids(tokenizer: Any) -> frozenset[int]:
+    """Ids of the tokenizer's special added tokens (those a decoder skips)."""
+    added = getattr(tokenizer, "added_tokens_decoder", None) or {}
+    return frozenset(int(i) for i, token in added.items() if getattr(token, "special", False))
 
 
 class TransformersSource(Source):
@@ -227,11 +232,17 @@ class TransformersSource(Source):
     ``warmup=True`` runs one tiny generation in :meth:`prepare`.
     ``generate_kwargs`` go to ``model.generate`` over the defaults
     ``do_sample=False, max_new_tokens=256`` (``stop_strings`` works: the
-    tokenizer is passed along).
+    tokenizer is passed along). ``chat_template_kwargs`` (e.g.
+    ``{"enable_thinking": False}``) go to ``tokenizer.apply_chat_template``.
 
-    After each reply, :attr:`last_token_ids` holds the ids whose text was
-    emitted (fed to the decoder) and :attr:`last_stats` a
-    :class:`GenerationStats`.
+    ``think_tags``: None (the default) splits ``<think>…</think>`` into
+    reasoning when the chat template mentions ``<think>``; True always, False
+    never; ``"opened"``: the output starts inside a block (also detected by
+    itself: a prompt that ends with ``<think>``).
+
+    ``generate`` returns an :class:`~nbstream.pieces.Outcome` (finish reason,
+    usage, figures). After each reply, :attr:`last_token_ids` holds the ids
+    whose text was emitted (fed to the decoder).
     """
 
     def __init__(
@@ -246,15 +257,24 @@ class TransformersSource(Source):
         attn_implementation: str | None = "auto",
         system_prompt: str | None = None,
         warmup: bool = False,
+        chat_template_kwargs: dict[str, Any] | None = None,
+        think_tags: ThinkTags = None,
         **generate_kwargs: Any,
     ) -> None:
         if "streamer" in generate_kwargs:
             raise TypeError("TransformersSource brings its own streamer; do not pass streamer=")
+        if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, dict):
+            raise TypeError("chat_template_kwargs must be a dict, such as "
+                            "{'enable_thinking': False}")
+        if not (think_tags is None or isinstance(think_tags, bool) or think_tags == "opened"):
+            raise ValueError(f"think_tags must be True, False, None or 'opened', "
+                             f"got {think_tags!r}")
         self.system_prompt = system_prompt
         self.warmup = warmup
+        self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
+        self.think_tags: ThinkTags = think_tags
         self.generate_kwargs = generate_kwargs
         self.last_token_ids: list[int] = []
-        self.last_stats: GenerationStats | None = None
         self._options = {
             "device": None if device is None else str(device),
             "dtype": None if dtype is None else str(dtype),
@@ -454,8 +474,20 @@ class TransformersSource(Source):
             tokenize=True,
             return_dict=True,
             return_tensors="pt",
+            **self.chat_template_kwargs,
         )
         return inputs.to(self.model.device)
+
+    def _splitter(self, prompt_ids: Any) -> ThinkSplitter | None:
+        """The think-tag splitter for a reply to ``prompt_ids``, or None."""
+        mode = self.think_tags
+        if mode is False:
+            return None
+        if mode is None and OPEN not in str(getattr(self.tokenizer, "chat_template", "") or ""):
+            return None
+        # the template opened the block when the prompt ends with <think>
+        tail = self.tokenizer.decode(prompt_ids[0, -8:].tolist(), skip_special_tokens=False)
+        return ThinkSplitter(start_inside=mode == "opened" or tail.rstrip().endswith(OPEN))
 
     def _pad_kwargs(self) -> dict[str, Any]:
         config = getattr(self.model, "generation_config", None)
@@ -470,18 +502,18 @@ class TransformersSource(Source):
         messages: Sequence[ChatMessage],
         emit: Emit,
         cancel: threading.Event,
-    ) -> None:
+    ) -> Outcome:
         """Generate the reply on this thread, emitting pieces as tokens arrive.
 
-        Returns when the model ends its turn, reaches ``max_new_tokens`` or
-        stops at a stop string, or at the next token once ``cancel`` is set
-        (the text emitted so far is kept; nothing is emitted after the stop).
+        Returns when the model ends its turn (``finish_reason`` "stop"),
+        reaches ``max_new_tokens`` ("length") or stops at a stop string
+        ("stop"), or at the next token once ``cancel`` is set ("cancelled"; the
+        text emitted so far is kept; nothing is emitted after the stop).
         ``Cancelled`` raised by ``emit`` propagates.
         """
         self.last_token_ids = []
-        self.last_stats = None
         if cancel.is_set():
-            return
+            return Outcome("cancelled")
         if not self.prepared:
             self.prepare()
         import torch
@@ -497,41 +529,59 @@ class TransformersSource(Source):
         criteria.append(_stopping_criterion(cancel))
         if kwargs.get("stop_strings") and "tokenizer" not in kwargs:
             kwargs["tokenizer"] = tokenizer
-        streamer = _streamer(IncrementalDecoder(tokenizer), emit, cancel)
-        reason: Literal["stop", "length", "cancelled", "error"] = "error"
+        splitter = self._splitter(inputs["input_ids"])
+        finish = None
+        if splitter is not None:
+            emit, finish = splitting(emit, splitter)
+        decoder = IncrementalDecoder(tokenizer)
+        hidden: frozenset[int] = frozenset()
+        if splitter is not None:
+            special = _special_ids(tokenizer)
+            tags = {tokenizer.convert_tokens_to_ids(tag) for tag in (OPEN, CLOSE)}
+            if special & tags:
+                # tags that are special tokens would be skipped by the decoder: keep
+                # special tokens, and hide the others (end of turn, ...) from it
+                decoder = IncrementalDecoder(tokenizer, skip_special_tokens=False)
+                hidden = special - tags
+        streamer = _streamer(decoder, emit, cancel, hidden)
         started = time.perf_counter()
         try:
             with torch.inference_mode():
                 model.generate(**inputs, streamer=streamer, stopping_criteria=criteria, **kwargs)
+            reason: FinishReason
             if cancel.is_set():
                 reason = "cancelled"
-            elif not self._ends_turn(streamer.ids) and len(streamer.ids) >= int(
-                kwargs.get("max_new_tokens") or 0
-            ):
-                reason = "length"
             else:
-                reason = "stop"
-        except Cancelled:
-            reason = "cancelled"
-            raise
+                if finish is not None:
+                    finish()
+                max_new = kwargs.get("max_new_tokens")
+                reached = max_new is not None and len(streamer.ids) >= int(max_new)
+                reason = "length" if reached and not self._ends_turn(streamer.ids) else "stop"
         finally:
             ended = time.perf_counter()
             ids = streamer.ids
             self.last_token_ids = ids
-            rate = None
-            if len(ids) > 1 and streamer.first_at is not None and streamer.last_at is not None:
-                span = streamer.last_at - streamer.first_at
-                rate = (len(ids) - 1) / span if span > 0 else None
-            self.last_stats = GenerationStats(
-                tokens=len(ids),
-                prompt_tokens=int(inputs["input_ids"].shape[-1]),
-                seconds=ended - started,
-                first_token_seconds=(
+        rate = None
+        if len(ids) > 1 and streamer.first_at is not None and streamer.last_at is not None:
+            span = streamer.last_at - streamer.first_at
+            rate = (len(ids) - 1) / span if span > 0 else None
+        prompt_tokens = int(inputs["input_ids"].shape[-1])
+        return Outcome(
+            finish_reason=reason,
+            usage={"prompt_tokens": prompt_tokens, "completion_tokens": len(ids)},
+            figures={
+                # new tokens the model produced and the decoder received (end-of-turn
+                # token included; a token produced after ``cancel`` was set is not)
+                "tokens": len(ids),
+                # from the call of model.generate to its return, and to the first token
+                "seconds": ended - started,
+                "first_token_seconds": (
                     None if streamer.first_at is None else streamer.first_at - started
                 ),
-                tokens_per_second=rate,
-                finish_reason=reason,
-            )
+                # decoding rate after the first token (None with fewer than two tokens)
+                "tokens_per_second": rate,
+            },
+        )
 
     def _ends_turn(self, ids: list[int]) -> bool:
         eos = getattr(self.model.generation_config, "eos_token_id", None)
