@@ -98,8 +98,10 @@ class MessageMetaExtras(TypedDict, total=False):
     #: why a finished reply ended (see :data:`~nbstream.pieces.FinishReason`); null:
     #: the source's stream ended with no end marker. Absent while it runs.
     finish_reason: FinishReason | None
-    #: a reply cut at the token limit: the limit, where the source knows it
-    max_tokens: int
+    #: one-line error for ``error`` / ``timeout``
+    error: str
+    #: optional details (traceback) shown on demand
+    detail: str
 
 
 class MessageMeta(MessageMetaExtras):
@@ -109,10 +111,6 @@ class MessageMeta(MessageMetaExtras):
     #: number of the last delta of this message (the view has all once it has 1..seq)
     seq: int
     status: Status
-    #: one-line error for ``error`` / ``timeout``, else None
-    error: str | None
-    #: optional details (traceback) shown on demand
-    detail: str | None
     #: figures of the finished reply the view shows (ttft_ms, tokens, usage, ...)
     stats: dict[str, Any]
 
@@ -122,6 +120,8 @@ class MessageStateExtras(TypedDict, total=False):
 
     #: ``Compare``: the pane (index into the ``panes`` trait) of an assistant message
     pane: int
+    #: why a finished reply ended (absent while it runs; None: no end marker)
+    finish_reason: FinishReason | None
 
 
 class MessageState(MessageStateExtras):
@@ -134,9 +134,6 @@ class MessageState(MessageStateExtras):
     text: str
     #: the reasoning, "" if none
     reasoning: str
-    #: the parts in order, ``[[type, text], ...]``
-    parts: list[list[str]]
-    finish_reason: FinishReason | None
     #: number of the last delta already contained in ``text`` (0: none)
     seq: int
     status: Status

@@ -41,10 +41,12 @@ applies: nothing ever waits for a browser.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -98,6 +100,8 @@ class Channel:
     ceiling: float = DEFAULT_CEILING
     ack_timeout: float = DEFAULT_ACK_TIMEOUT
     streams: list[Stream] = field(default_factory=list)
+    #: streams that ended lately: the ack of a final delta still finds its stream
+    ended: deque[Stream] = field(default_factory=lambda: deque(maxlen=16))
     #: flow control state: set by acks (any thread, under the pump's lock)
     last_ack_at: float | None = None
     render_ms_ewma: float = 0.0
@@ -191,7 +195,7 @@ class Pump:
         """A view rendered delta ``seq`` of ``stream_id`` (comm thread; never blocks long)."""
         now = self.clock()
         with self._cond:
-            for s in ch.streams:
+            for s in itertools.chain(ch.streams, ch.ended):
                 if s.id == stream_id:
                     if s.ack(seq, render_ms, now):
                         if log.isEnabledFor(logging.DEBUG):
@@ -253,6 +257,7 @@ class Pump:
                         if log.isEnabledFor(logging.DEBUG):
                             log.debug("%s ended: %s %s", s.id, s.status, s.stats())
                         ch.streams.remove(s)
+                        ch.ended.append(s)
                         # the unsent tail, flushed by settle, goes with the final meta
                         out.deltas.extend(s.take_tail())
                         ch.changed.add(s.id)
@@ -285,9 +290,12 @@ class Pump:
                     ch.publishes += 1
                 ch.send(out)
                 if log.isEnabledFor(logging.DEBUG):
-                    log.debug("update: %d deltas (%s), metas %s, sent %.1f ms after the step",
-                              len(out.deltas), ", ".join(f"{d.id}#{d.seq}" for d in out.deltas),
-                              sorted(out.changed), (self.clock() - now) * 1000)
+                    after = (self.clock() - now) * 1000
+                    for d in out.deltas:
+                        log.debug("delta %s#%d: %d chars, sent %.1f ms after the step",
+                                  d.id, d.seq, d.chars, after)
+                    if out.changed:
+                        log.debug("metas %s sent", ", ".join(sorted(out.changed)))
             except Exception:  # a closed comm must not kill the pump
                 log.exception("nbstream: sending to the view failed")
         return next_at

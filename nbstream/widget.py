@@ -80,10 +80,8 @@ class UserTurn:
         return MessageMeta(role="user", seq=0, status="done", stats={}, text=self.text)
 
     def state(self) -> MessageState:
-        return MessageState(id=self.id, role="user", text=self.text, reasoning="",
-                            parts=[["answer", self.text]] if self.text else [],
-                            finish_reason=None, seq=0, status="done", error=None,
-                            detail=None, stats={})
+        return MessageState(id=self.id, role="user", text=self.text, reasoning="", seq=0,
+                            status="done", error=None, detail=None, stats={})
 
 
 #: the figures of a finished reply its meta carries (what the view shows); the
@@ -112,25 +110,19 @@ def reply_meta(reply: Reply) -> MessageMeta:
 
 
 def reply_state(reply: Reply) -> MessageState:
-    """A whole reply: its parts, text and reasoning are one consistent snapshot."""
+    """A whole reply: its text and reasoning are one consistent snapshot (deltas 1..seq)."""
     deltas = reply._stream.sent_deltas()
     _, seq, status, error, detail = reply._stream.state()
-    parts: list[list[str]] = []
-    for d in deltas:
-        if d.seq > seq:
-            break
-        for kind, text in body_runs(d.body):
-            if parts and parts[-1][0] == kind:
-                parts[-1][1] += text
-            else:
-                parts.append([kind, text])
+    runs = [run for d in deltas if d.seq <= seq for run in body_runs(d.body)]
     final = status in FINAL_STATUSES
     state = MessageState(
         id=reply.id, role="assistant",
-        text="".join(t for k, t in parts if k == "answer"),
-        reasoning="".join(t for k, t in parts if k == "reasoning"),
-        parts=parts, finish_reason=reply.finish_reason if final else None, seq=seq,
-        status=status, error=error, detail=detail, stats=reply.stats if final else {})
+        text="".join(t for k, t in runs if k == "answer"),
+        reasoning="".join(t for k, t in runs if k == "reasoning"),
+        seq=seq, status=status, error=error, detail=detail,
+        stats=reply.stats if final else {})
+    if final:
+        state["finish_reason"] = reply.finish_reason
     if reply.pane is not None:
         state["pane"] = reply.pane
     return state
