@@ -312,7 +312,7 @@ class StreamingWidget(anywidget.AnyWidget):
                 if d.seq <= meta["seq"]:
                     state[delta_key(d.id, d.seq)] = wire_body(d.body)
             state[e.id] = meta
-            if meta["status"] not in FINAL_STATUSES:
+            if meta["status"] not in FINAL_STATUSES and meta["seq"]:
                 live[e.id] = meta["seq"]
         state[LIVE_KEY] = live
         return state
@@ -352,7 +352,7 @@ class StreamingWidget(anywidget.AnyWidget):
                 for d in gone._stream.sent_deltas():
                     put(mid, delta_key(mid, d.seq), None)
             state[REMOVED_KEY] = wire.removed_count
-        live = {s.id: s.seq for s in out.live}
+        live = {s.id: s.seq for s in out.live if s.seq}  # (seq 0: nothing to miss yet)
         if live != wire.live_sent:
             wire.live_sent = live
             state[LIVE_KEY] = live
