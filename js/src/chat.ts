@@ -170,6 +170,7 @@ export function mountChat(
       return;
     }
     const result = keys.sync(now());
+    counters.deltas += result.deltas;
     for (const r of result.resyncs) {
       counters.resyncs++;
       send(r);

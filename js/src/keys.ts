@@ -64,9 +64,10 @@ export class KeyReader {
 
   /**
    * Takes what changed in the model into the buffer. Returns whether the buffer
-   * changed (a frame is due) and the resyncs to send. `now`: ms, monotonic.
+   * changed (a frame is due), the number of deltas applied, and the resyncs to
+   * send. `now`: ms, monotonic.
    */
-  sync(now: number): { changed: boolean; resyncs: ResyncMsg[] } {
+  sync(now: number): { changed: boolean; deltas: number; resyncs: ResyncMsg[] } {
     const last = count(this.model.get(LAST_ID_KEY));
     for (let n = this.lastId + 1; n <= last; n++) {
       this.watch.add(metaKey(n));
@@ -88,6 +89,7 @@ export class KeyReader {
       }
     }
     let changed = false;
+    let deltas = 0;
     const resyncs: ResyncMsg[] = [];
     for (const id of [...this.watch]) {
       const raw = this.model.get(id);
@@ -114,7 +116,9 @@ export class KeyReader {
         changed = true;
       }
       meta ??= toMessageMeta(raw) as MessageMeta;
-      changed = this.pull(id) || changed;
+      const applied = this.pull(id);
+      deltas += applied;
+      changed = changed || applied > 0;
       const have = this.conversation.seqOf(id);
       const target = Math.max(meta.seq, count(live[id]));
       if (have < target) {
@@ -128,16 +132,16 @@ export class KeyReader {
         this.resyncAt.delete(id);
       }
     }
-    return { changed, resyncs };
+    return { changed, deltas, resyncs };
   }
 
-  /** Applies the deltas of `id` present after the buffer's seq, in order. */
-  private pull(id: string): boolean {
-    let applied = false;
+  /** Applies the deltas of `id` present after the buffer's seq, in order; returns how many. */
+  private pull(id: string): number {
+    let applied = 0;
     let seq = this.conversation.seqOf(id) + 1;
     let parts = seq > 0 ? toDeltaParts(this.model.get(deltaKey(id, seq))) : null;
     while (parts !== null && this.conversation.applyParts(id, seq, parts)) {
-      applied = true;
+      applied++;
       seq++;
       parts = toDeltaParts(this.model.get(deltaKey(id, seq)));
     }

@@ -43,7 +43,7 @@ describe("KeyReader", () => {
       m2: reply("running", 0),
       live: { m2: 0 },
     });
-    expect(reader.sync(0)).toEqual({ changed: true, resyncs: [] });
+    expect(reader.sync(0)).toEqual({ changed: true, deltas: 0, resyncs: [] });
     model.set({ "m2.1": [["reasoning", "Hmm, "]], live: { m2: 1 } });
     model.set({
       "m2.2": [
@@ -142,7 +142,7 @@ describe("KeyReader", () => {
     expect(conv.get("m1")?.text).toBe("xy");
     // complete: a later change (of another key) does not read it again
     model.set({ "m1.3": "never" });
-    expect(reader.sync(2)).toEqual({ changed: false, resyncs: [] });
+    expect(reader.sync(2)).toEqual({ changed: false, deltas: 0, resyncs: [] });
   });
 
   it("removed messages (null metas) leave the view when `removed` changes", () => {
