@@ -329,8 +329,9 @@ class StreamingWidget(anywidget.AnyWidget):
 
         for d in out.deltas:
             put(d.id, delta_key(d.id, d.seq), wire_body(d.body))
-        with self._lock:
-            known = dict(wire.known)
+        with self._lock:  # only the entries this step names: nothing grows with the history
+            named = set(out.resend) | out.changed | {d.id for d in out.deltas}
+            known = {i: wire.known[i] for i in named if i in wire.known}
         for mid, have in out.resend.items():
             entry = known.get(mid)
             if isinstance(entry, Reply):

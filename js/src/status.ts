@@ -86,7 +86,7 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
       return "loading model…";
     case "running":
       if (e.text.length === 0) {
-        return "waiting for first token…";
+        return e.reasoning === "" ? "waiting for first token…" : "thinking…";
       }
       return charsPerS === null ? "streaming" : `streaming · ≈ ${rate(charsPerS)} chars/s`;
     case "done":
@@ -110,7 +110,9 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
 /** Whether the status line shows the "working" indicator. */
 export function isWaiting(e: Readonly<Entry>): boolean {
   return (
-    e.status === "queued" || e.status === "loading" || (e.status === "running" && e.text === "")
+    e.status === "queued" ||
+    e.status === "loading" ||
+    (e.status === "running" && e.text === "" && e.reasoning === "")
   );
 }
 

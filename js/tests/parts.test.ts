@@ -229,6 +229,7 @@ describe("the reasoning block", () => {
     v.frames.frame();
     expect(v.block("m2")?.open).toBe(true);
     expect(v.label("m2")).toBe("Thinking… 0 s");
+    expect(v.status("m2")).toBe("thinking…");
     expect(v.thinking("m2")).toBe("Let me think.");
     expect(v.msg("m2")?.querySelector(".nbs-reasoning-text em")?.textContent).toBe("think");
     v.at(5000);
