@@ -194,6 +194,9 @@ SAVED_ANSWER = (
 )
 
 
+SAVED_REASONING = " ".join(f"thought{i}" for i in range(20))
+
+
 def _rendered_words(markdown: str) -> list[str]:
     """The words of ``markdown`` as the page shows them (no #, ** or list markers)."""
     return _words(re.sub(r"^#+ |^- |\*\*", "", markdown, flags=re.M))
@@ -228,8 +231,12 @@ def test_saved_widget_state_reopened_and_exported(
         notebook_name,
         [
             "from nbstream import ChatWidget\n"
-            "from nbstream.sources import ScriptedSource\n"
-            f"chat = ChatWidget(ScriptedSource({SAVED_ANSWER!r}, rate=2000))\n"
+            "from nbstream.pieces import Reasoning\n"
+            "from nbstream.sources import IteratorSource\n"
+            "def think(messages):\n"
+            f"    yield from (Reasoning(w + ' ') for w in {SAVED_REASONING!r}.split())\n"
+            f"    yield from (w + ' ' for w in {SAVED_ANSWER!r}.split(' '))\n"
+            "chat = ChatWidget(IteratorSource(think))\n"
             "chat.send('First question').wait(30)\n"
             "chat.send('Second question')\n"
             "chat",
@@ -247,11 +254,15 @@ def test_saved_widget_state_reopened_and_exported(
     convo = _saved_conversation(nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}))
     assert [(m["role"], m["status"]) for m in convo] == [
         ("user", "done"), ("assistant", "done"), ("user", "done"), ("assistant", "done")]
-    assert [m["text"] for m in convo if m["role"] == "assistant"] == [SAVED_ANSWER] * 2
+    assert [(m["text"], m["reasoning"]) for m in convo if m["role"] == "assistant"] == [
+        (SAVED_ANSWER + " ", SAVED_REASONING + " ")] * 2
     # reopened with the kernel gone: the page shows it from the saved state
     assert r["kernels_after_shutdown"] == 0
     assert r["new_kernel_differs"] and r["new_kernel_has_chat"] is False
     assert [(m["status"], _words(m["text"])) for m in r["reopened"]] == [("done", expected)] * 2
+    # with its reasoning, folded above the answer
+    assert [(_words(m["reasoning"]), m["reasoning_open"]) for m in r["reopened"]] == [
+        (_words(SAVED_REASONING), False)] * 2
     assert r["user_texts"] == ["First question", "Second question"]
 
     # nbconvert --to html, opened in Chromium with no server and no network
@@ -264,8 +275,9 @@ def test_saved_widget_state_reopened_and_exported(
     assert proc.returncode == 0, proc.stderr[-3000:]
     page = html.read_text()
     assert WIDGET_STATE in page
-    assert [m["text"] for m in _saved_conversation(_page_widget_state(page))
-            if m["role"] == "assistant"] == [SAVED_ANSWER] * 2
+    assert [(_words(m["text"]), _words(m["reasoning"]))
+            for m in _saved_conversation(_page_widget_state(page))
+            if m["role"] == "assistant"] == [(_words(SAVED_ANSWER), _words(SAVED_REASONING))] * 2
     if not (BROWSER_DIR / "node_modules" / "@jupyter-widgets" / "html-manager").is_dir():
         pytest.fail("tests/browser/node_modules lacks @jupyter-widgets/html-manager: "
                     "run `npm ci` in tests/browser")
@@ -275,6 +287,7 @@ def test_saved_widget_state_reopened_and_exported(
     assert any("html-manager" in u for u in h["served"]) and any("anywidget@" in u for u in h["served"])
     assert h["roots"] == 1 and h["widget_errors"] == 0, h
     assert [(m["status"], _words(m["text"])) for m in h["texts"]] == [("done", expected)] * 2
+    assert [_words(m["reasoning"]) for m in h["texts"]] == [_words(SAVED_REASONING)] * 2
     assert h["user_texts"] == ["First question", "Second question"]
     assert h["headings"] == 2 and h["styled_radius"] == "6px", h
 
