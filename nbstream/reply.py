@@ -46,6 +46,7 @@ class Reply:
         self._messages = messages
         #: which pane of a Compare widget shows it (None elsewhere)
         self.pane: int | None = None
+        self._outcome: Outcome | None = None
 
     def _resolve_messages(self) -> list[ChatMessage]:
         msgs = self._messages
@@ -98,6 +99,11 @@ class Reply:
     def reason(self) -> str | None:
         """Why it ended badly, in one line: the error, or which time limit ran out."""
         return self._stream.state()[3]
+
+    @property
+    def outcome(self) -> Outcome | None:
+        """What the source's ``generate()`` returned (None until it returned)."""
+        return self._outcome
 
     @property
     def error(self) -> BaseException | None:
@@ -165,11 +171,13 @@ def run_reply(reply: Reply) -> None:
             return
         stream.set_status("running")
         outcome = source.generate(reply._resolve_messages(), stream.put, stream.cancel_event)
-        if not isinstance(outcome, Outcome):  # None: ended normally
-            outcome = Outcome()
-            figures = getattr(source, "last_stats", None)  # sources not yet returning Outcome
-            if isinstance(figures, dict) and isinstance(figures.get("tokens"), int):
-                stream.tokens = figures["tokens"]
+        reply._outcome = outcome = outcome if isinstance(outcome, Outcome) else Outcome()
+        tokens = outcome.figures.get("tokens")
+        if tokens is None:  # a source that still reports through last_stats (until all return
+            legacy = getattr(source, "last_stats", None)  # an Outcome: drop this then)
+            tokens = legacy.get("tokens") if isinstance(legacy, dict) else None
+        if isinstance(tokens, int):
+            stream.tokens = tokens
     except Cancelled:
         pass
     except BaseException as exc:
