@@ -226,6 +226,19 @@ class StreamingWidget(anywidget.AnyWidget):
             state.update(self._snapshot())
         return state
 
+    def send_state(self, key: Any = None) -> None:
+        """Send the state (ipywidgets calls this when a view asks for it)."""
+        super().send_state(key)
+        if key is None and hasattr(self, "_wire"):
+            # The snapshot was taken on this thread while the pump went on: a meta that
+            # changed in between may have been sent before the snapshot and overwritten
+            # by its older copy. The pump sends the current metas of the messages that
+            # were live in the snapshot again, after it (a view ignores what is unchanged).
+            with self._lock:
+                live = list(self._wire.snapshot_live)
+            if live:
+                self._pump.publish(self._channel, live)
+
     def close(self) -> None:
         """Stop live replies and close the widget's comm."""
         if hasattr(self, "_channel"):  # also called by __del__ of a half-built widget
@@ -303,6 +316,7 @@ class StreamingWidget(anywidget.AnyWidget):
             removed = self._wire.removed_count
         state: dict[str, Any] = {LAST_ID_KEY: last_id, REMOVED_KEY: removed}
         live: dict[str, int] = {}
+        snapshot_live: list[str] = []
         for e in entries:
             if isinstance(e, UserTurn):
                 state[e.id] = e.meta()
@@ -312,9 +326,13 @@ class StreamingWidget(anywidget.AnyWidget):
                 if d.seq <= meta["seq"]:
                     state[delta_key(d.id, d.seq)] = wire_body(d.body)
             state[e.id] = meta
-            if meta["status"] not in FINAL_STATUSES and meta["seq"]:
-                live[e.id] = meta["seq"]
+            if meta["status"] not in FINAL_STATUSES:
+                snapshot_live.append(e.id)
+                if meta["seq"]:
+                    live[e.id] = meta["seq"]
         state[LIVE_KEY] = live
+        with self._lock:
+            self._wire.snapshot_live = snapshot_live
         return state
 
     def _send_update(self, out: Outgoing) -> None:
@@ -354,7 +372,8 @@ class StreamingWidget(anywidget.AnyWidget):
                     put(mid, delta_key(mid, d.seq), None)
             state[REMOVED_KEY] = wire.removed_count
         live = {s.id: s.seq for s in out.live if s.seq}  # (seq 0: nothing to miss yet)
-        if live != wire.live_sent:
+        # with metas, always: a snapshot sent meanwhile may have left an older copy
+        if live != wire.live_sent or out.changed:
             wire.live_sent = live
             state[LIVE_KEY] = live
         with self._lock:
@@ -433,5 +452,7 @@ class _WireState:
         self.last_id = 0
         self.last_id_sent = 0
         self.live_sent: dict[str, int] = {}
+        #: messages that were live in the last snapshot (get_state), guarded by ``_lock``
+        self.snapshot_live: list[str] = []
         #: bytes of every update message sent (the envelope included)
         self.bytes_sent = 0

@@ -268,3 +268,28 @@ def test_continue_asks_for_more_with_the_cut_answer_in_the_history() -> None:
     more = w.continue_()
     more.wait(5)
     assert len(w.replies) == 3
+
+
+def test_a_state_request_is_followed_by_the_current_metas_of_live_messages() -> None:
+    gate = threading.Event()
+
+    def gen(_: Sequence[ChatMessage]) -> Iterator[str]:
+        yield "first "
+        gate.wait(10)  # the scenario: a view reloads while the reply is live
+        yield "second"
+
+    w = ChatWidget(IteratorSource(gen))
+    wire = Wire(w)
+    r = w.send("go")
+    wait_until(lambda: r.text == "first ", 10)
+    n = len(wire.msgs)
+    w.send_state()  # what ipywidgets does on a view's request_state
+    wait_until(lambda: len(wire.msgs) >= n + 2, 10)
+    snapshot, after = wire.msgs[n], wire.msgs[n + 1]
+    assert snapshot["state"]["last_id"] == 2 and "mode" in snapshot["state"]
+    # the pump re-sends the live reply's meta after the snapshot (a meta that moved on
+    # meanwhile would otherwise be left older in the view's model)
+    assert after["state"][r.id]["status"] == "running" and "live" in after["state"]
+    gate.set()
+    r.wait(10)
+    assert settled(wire, r.id)["text"] == "first second"
