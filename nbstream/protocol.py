@@ -34,6 +34,9 @@ Direction rules (who may send what, how often, and why):
 
   ``StreamingWidget.get_state()`` includes all of these, so a view created or
   reloaded mid-stream (ipywidgets' ``request_state``) starts from everything.
+  That snapshot is sent from the kernel's main thread while the pump goes on,
+  so the pump then sends the metas of the messages live in it (and ``live``)
+  again: a meta can never be left older than the message.
 * **Sequence rules.** A view keeps, per message, the parts it shows and
   ``seq``, the number of the last delta it applied. It applies delta
   ``seq + 1`` when its key is present, and the next, until one is missing.

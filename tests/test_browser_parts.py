@@ -70,5 +70,6 @@ def test_reasoning_block_folds_when_the_answer_starts_and_continue(
     # cut at the token limit, and Continue
     assert r["cut_finish"] == "length"
     assert r["cut_status"].startswith("done · cut at 7 tokens"), r["cut_status"]
+    assert r["continue_disabled_after_click"]  # clicked once: no second request
     assert r["users"][0].strip() == "Say a lot"
     assert r["users"][1].strip() == "Continue exactly where your last answer was cut off."

@@ -63,7 +63,12 @@ await scenario(async ({ page, params, log }) => {
   await waitForStatus(page, cutId, ['done'], { index: 1, timeout: 30_000 });
   const cutStatus = await chat(page, 1).locator(`${SEL.message}[data-id="${cutId}"] .nbs-status`).textContent();
   const finish = await chat(page, 1).locator(`${SEL.message}[data-id="${cutId}"]`).getAttribute('data-finish');
-  await chat(page, 1).locator(`${SEL.message}[data-id="${cutId}"] button.nbs-continue`).click();
+  const cont = chat(page, 1).locator(`${SEL.message}[data-id="${cutId}"] button.nbs-continue`);
+  await cont.scrollIntoViewIfNeeded();
+  // the click event itself (no hit test: the first widget's layout may still move)
+  await cont.dispatchEvent('click');
+  const disabledAfterClick = await cont.isDisabled();
+  log('continue clicked; disabled:', disabledAfterClick);
   await page.waitForFunction(({ sel, cutId }) => {
     const root = document.querySelectorAll(sel.root)[1];
     const ids = [...root.querySelectorAll(`${sel.message}[data-role="assistant"]`)].map((m) => m.dataset.id);
@@ -71,5 +76,8 @@ await scenario(async ({ page, params, log }) => {
   }, { sel: SEL, cutId }, { timeout: 30_000, polling: 'raf' });
   const users = await chat(page, 1).locator(`${SEL.message}[data-role="user"] ${SEL.text}`).allTextContents();
   await chat(page, 0).scrollIntoViewIfNeeded();
-  return { thinking, answering, clicked, done, cut_status: cutStatus, cut_finish: finish, users };
+  return {
+    thinking, answering, clicked, done, cut_status: cutStatus, cut_finish: finish,
+    continue_disabled_after_click: disabledAfterClick, users,
+  };
 });
