@@ -158,6 +158,8 @@ def extract(msg_type: str, content: dict[str, Any]) -> tuple[str, int, bool]:
         if isinstance(state, dict):
             if isinstance(state.get("value"), str):  # ipywidgets HTML
                 return key, last_index(state["value"]), False
+            if "last_id" in state or any(_MSG_KEY.match(k) for k in state):
+                return (key, *_extract_keys(state))
             conv = state.get("conversation")
             if isinstance(conv, list):  # nbstream synced state
                 for e in reversed(conv):
@@ -171,6 +173,27 @@ def extract(msg_type: str, content: dict[str, Any]) -> tuple[str, int, bool]:
     if isinstance(data, str):  # Panel / Bokeh: a JSON document patch as a string
         return key, last_index(data), False
     return key, -1, False
+
+
+_MSG_KEY = re.compile(r"^m\d+(?:\.(\d+))?$")
+
+
+def _extract_keys(state: dict[str, Any]) -> tuple[int, bool]:
+    """(last piece index, final) of an nbstream update of per-message keys (protocol.py):
+    the last delta key's text, and whether an assistant meta in it is final."""
+    idx, final = -1, False
+    for k, v in state.items():
+        m = _MSG_KEY.match(k)
+        if m is None:
+            continue
+        if m.group(1) is not None:  # a delta: a string, or [[type, text], ...]
+            text = v if isinstance(v, str) else "".join(
+                t for _, t in v) if isinstance(v, list) else ""
+            i = last_index(text)
+            idx = i if i >= 0 else idx
+        elif isinstance(v, dict) and v.get("role") == "assistant":
+            final = final or v.get("status") in FINAL_STATUSES
+    return idx, final
 
 
 def _record(t: float, header: bytes, content: bytes) -> Record | None:

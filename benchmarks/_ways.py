@@ -273,7 +273,7 @@ def start(out: str) -> None:
             # the pump publishes the final state in the step that settled the stream
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and any(
-                c._channel.streams or c._channel.dirty for c in run.targets
+                c._channel.streams or c._channel.changed or c._channel.resend for c in run.targets
             ):
                 time.sleep(0.005)
             time.sleep(0.05)

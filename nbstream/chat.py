@@ -6,6 +6,7 @@ sees, regenerate); the pipeline is :class:`~nbstream.widget.StreamingWidget`.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import traitlets
@@ -15,6 +16,8 @@ from .options import StreamOptions, Unpack, parse_options, with_options
 from .reply import Reply
 from .sources.base import Source
 from .widget import StreamingWidget, UserTurn
+
+log = logging.getLogger("nbstream")
 
 
 def resolve_source(source: Source | None, where: str = "ChatWidget") -> Source:
@@ -115,6 +118,27 @@ class ChatWidget(StreamingWidget):
                 del self._history[idx - 1]
         return self.send(last.prompt)
 
+    #: what :meth:`continue_` asks, as a user turn after the cut answer
+    CONTINUE_PROMPT = "Continue exactly where your last answer was cut off."
+
+    def continue_(self, id: str | None = None) -> Reply:
+        """Ask the model to go on from the last reply, cut at the token limit
+        (``finish_reason == "length"``; the view's Continue button calls this).
+
+        What the model is sent: the whole history, the cut reply's partial answer
+        included (as the assistant's turn), then a user turn :attr:`CONTINUE_PROMPT`.
+        This works with every source (no server needs to support continuing a
+        message); the new reply is a new message, shown after a "Continue" turn.
+        ``id`` names the reply to continue; it must be the last one.
+        """
+        last = self.last
+        if last is None or (id is not None and id != last.id):
+            raise ValueError(f"continue_(id={id!r}): only the last reply can be continued"
+                             if last is not None else "continue_(): there is no reply yet")
+        if not last.done:
+            raise ValueError(f"continue_(): reply {last.id} is still {last.status}")
+        return self.send(self.CONTINUE_PROMPT)
+
     def __repr__(self) -> str:
         with self._lock:
             n = len(self._history)
@@ -127,5 +151,12 @@ class ChatWidget(StreamingWidget):
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
         if kind == "regenerate":
             self.regenerate()
+            return True
+        if kind == "continue":
+            rid = content.get("id")
+            try:
+                self.continue_(rid if isinstance(rid, str) else None)
+            except ValueError as exc:  # a stale button: nothing to continue
+                log.debug("nbstream: %s", exc)
             return True
         return super()._on_command(kind, content)

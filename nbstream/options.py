@@ -1,7 +1,7 @@
 """The options every widget takes, declared once: rate, time limits, buffer size.
 
 ``ChatWidget``, ``StreamView``, ``Compare`` and :func:`~nbstream.stream` all
-accept the same five keyword arguments. They are declared here, in one table
+accept the same six keyword arguments. They are declared here, in one table
 (:data:`OPTIONS`: name, type, default, meaning, check), and nowhere else:
 
 * :class:`StreamOptions` is the ``TypedDict`` that type checkers and IDEs read
@@ -9,7 +9,7 @@ accept the same five keyword arguments. They are declared here, in one table
   check keeps it equal to the table;
 * :func:`with_options` gives each constructor an explicit signature and a
   docstring section built from the table, so ``help()``, Jupyter's Shift-Tab
-  and ``inspect.signature`` list the five options by name with their defaults;
+  and ``inspect.signature`` list the options by name with their defaults;
 * :func:`parse_options` validates a call's options (in the caller's thread, so
   a bad value raises in the caller's cell) and rejects unknown keyword
   arguments with a suggestion (``system=`` -> ``system_prompt``).
@@ -50,6 +50,12 @@ class StreamOptions(TypedDict, total=False):
     stall_timeout: float | None
     total_timeout: float | None
     max_pending: int
+    include_reasoning_in_history: bool
+
+
+def _a_bool(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
 
 
 def _positive_seconds(name: str, value: object, *, optional: bool) -> None:
@@ -103,6 +109,11 @@ OPTIONS: tuple[Option, ...] = (
            "bound of the unsent buffer in characters; a faster producer waits "
            "(backpressure) instead of growing memory",
            _positive_int),
+    Option("include_reasoning_in_history", "bool", False,
+           "keep earlier replies' reasoning (in ``<think>`` tags before the answer) in the "
+           "history sent back to the model; by default it is left out, as servers and chat "
+           "templates expect",
+           _a_bool),
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -119,6 +130,7 @@ class Options:
     stall_timeout: float | None = None
     total_timeout: float | None = None
     max_pending: int = DEFAULT_MAX_PENDING
+    include_reasoning_in_history: bool = False
 
     @property
     def limits(self) -> Limits:

@@ -4,43 +4,71 @@ Mirrored by ``js/src/protocol.ts``; change both together.
 
 Direction rules (who may send what, how often, and why):
 
-* **Kernel -> view, synced state.** The trait ``conversation`` holds one
-  :class:`MessageState` per message of the conversation. Only the pump thread
-  writes it, and only when something other than text changed (a message was
-  added, a status changed, a reply ended) or when a view asked to be brought up
-  to date. It is what a saved notebook shows and what a new or reloaded view
-  starts from. Writing it re-sends the whole conversation, so it is never
-  written per token.
-* **Kernel -> view, custom messages.** :class:`DeltaMsg` carries the text
-  appended to one message since the previous delta. Deltas are sent only by
-  the pump thread, at most one per stream per flush interval (the first piece
-  at once), so the message rate is bounded whatever the token rate.
-* **Sequence numbers.** Each message counts its deltas from 1. A
-  :class:`MessageState` carries ``seq``: the number of the last delta its
-  ``text`` already contains. A view keeps ``(text, seq)`` per message and:
+* **Kernel -> view: one update message per pump step, per key.** The model's
+  state holds each message under its own keys, so a change costs the size of
+  that change, not of the conversation (a turn costs the same at turn 200 as at
+  turn 1). Every key below travels in ipywidgets' ordinary ``update`` message
+  (``{"method": "update", "state": {key: value, ...}}``), sent by the pump
+  thread only, at most one per widget per flush interval (the first piece at
+  once). ipywidgets merges update messages key by key into the front-end
+  model, JupyterLab saves every attribute of it, and nbclient's
+  ``store_widget_state`` merges them key by key too: so the saved notebook
+  holds the whole conversation (reasoning included) with no end-of-reply
+  re-send of the text. The keys:
 
-  - applies a state entry whose ``seq`` is >= its own (replacing the text);
-  - appends a delta whose ``seq`` is its own + 1;
-  - ignores a delta whose ``seq`` is <= its own (already contained);
-  - ignores deltas of a message whose status is final;
-  - on a delta whose ``seq`` is > its own + 1 (a delta was lost, e.g. dropped
-    by the server's IOPub rate limit) or for a message it does not know, drops
-    it and sends :class:`ResyncMsg`; the kernel answers by re-publishing the
-    state, which repairs the gap.
+  - ``"m<i>"``: :class:`MessageMeta` of message ``m<i>`` (role, status, seq,
+    finish reason, the figures of a finished reply...), or null once the
+    message was removed (Clear, Regenerate). Sent when it is new, when its
+    status changes and when it ends. Never holds an assistant's text.
+  - ``"m<i>.<s>"``: :data:`DeltaBody` of the ``s``-th delta of message
+    ``m<i>`` (``s`` counts from 1): what it appends, a string (all answer) or
+    a list of ``[part type, text]`` runs in order. Written once, never changed
+    (null once the message was removed).
+  - ``"last_id"``: the highest message number given out so far: a view
+    enumerates ``m1 .. m<last_id>`` (ids are allocated in conversation order,
+    so this is also the order), with no list that grows with the conversation.
+  - ``"live"``: ``{id: seq}`` of the messages streaming now, the number of
+    the last delta sent: how a view notices a lost delta before the end.
+  - ``"removed"``: counts removals, so a view rescans for null metas only
+    when something was removed.
 
-  These rules make the order between state and deltas irrelevant, so a view
-  created or reloaded mid-stream continues without a gap or a duplicate.
+  ``StreamingWidget.get_state()`` includes all of these, so a view created or
+  reloaded mid-stream (ipywidgets' ``request_state``) starts from everything.
+  That snapshot is sent from the kernel's main thread while the pump goes on,
+  so the pump then sends the metas of the messages live in it (and ``live``)
+  again: a meta can never be left older than the message.
+* **Sequence rules.** A view keeps, per message, the parts it shows and
+  ``seq``, the number of the last delta it applied. It applies delta
+  ``seq + 1`` when its key is present, and the next, until one is missing.
+  A delta key is immutable, so reading it twice or out of order is harmless:
+  a view created mid-stream continues without a gap or a duplicate. When
+  ``live`` or a final meta names a ``seq`` beyond the deltas present (an
+  update was lost, e.g. dropped by the server's IOPub rate limit), the view
+  sends :class:`ResyncMsg`; the kernel answers by re-sending the missing
+  delta keys and the meta. A message whose meta is final is complete once
+  its deltas ``1..seq`` are applied; nothing else of it changes.
+* **Parts.** A delta carries runs of typed parts (:data:`PartType`: today
+  ``"reasoning"`` and ``"answer"``). A view shows each type in its own block
+  and ignores a type it does not know, so a new type (tool calls...) is added
+  without another redesign.
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
-  :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`),
-  :class:`HelloMsg` when a view is rendered, and
+  :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
+  :class:`ContinueMsg`), :class:`HelloMsg` when a view is rendered (the
+  kernel re-sends the metas of live messages and ``live``), and
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
   them on its main thread (or on a subshell thread with
   ``commsOverSubshells``), so handlers only record or enqueue and never block.
+* **Older kernels.** A view still shows a notebook saved by an older nbstream,
+  whose state held the whole conversation in one ``conversation`` list, and
+  its ``delta`` custom messages (:class:`DeltaMsg`); a kernel of this version
+  never sends either.
 """
 
 from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
+
+from .pieces import FinishReason, PartType
 
 #: Lifecycle of an assistant message. User messages are always ``"done"``.
 Status = Literal[
@@ -59,19 +87,56 @@ FINAL_STATUSES: frozenset[str] = frozenset({"done", "stopped", "error", "timeout
 Role = Literal["user", "assistant", "system"]
 
 
+#: What one delta appends: a string (all answer text) or ``[[type, text], ...]``.
+DeltaBody = str | list[list[str]]
+
+
+class MessageMetaExtras(TypedDict, total=False):
+    """Keys a :class:`MessageMeta` carries only where they apply."""
+
+    #: ``Compare``: the pane (index into the ``panes`` trait) of an assistant message
+    pane: int
+    #: a user message's text (an assistant's text is in its delta keys)
+    text: str
+    #: why a finished reply ended (see :data:`~nbstream.pieces.FinishReason`); null:
+    #: the source's stream ended with no end marker. Absent while it runs.
+    finish_reason: FinishReason | None
+    #: one-line error for ``error`` / ``timeout``
+    error: str
+    #: optional details (traceback) shown on demand
+    detail: str
+
+
+class MessageMeta(MessageMetaExtras):
+    """One message's key ``"m<i>"`` in the widget's state: everything but its text."""
+
+    role: Role
+    #: number of the last delta of this message (the view has all once it has 1..seq)
+    seq: int
+    status: Status
+    #: figures of the finished reply the view shows (ttft_ms, tokens, usage, ...)
+    stats: dict[str, Any]
+
+
 class MessageStateExtras(TypedDict, total=False):
     """Keys a :class:`MessageState` carries only where they apply."""
 
     #: ``Compare``: the pane (index into the ``panes`` trait) of an assistant message
     pane: int
+    #: why a finished reply ended (absent while it runs; None: no end marker)
+    finish_reason: FinishReason | None
 
 
 class MessageState(MessageStateExtras):
-    """One message as the view sees it (an entry of the ``conversation`` trait)."""
+    """One whole message (``StreamingWidget.conversation``, and the ``conversation``
+    list of notebooks saved by older versions)."""
 
     id: str
     role: Role
+    #: the answer (or the prompt)
     text: str
+    #: the reasoning, "" if none
+    reasoning: str
     #: number of the last delta already contained in ``text`` (0: none)
     seq: int
     status: Status
@@ -84,7 +149,7 @@ class MessageState(MessageStateExtras):
 
 
 class DeltaMsg(TypedDict):
-    """Kernel -> view: ``text`` is appended to message ``id``."""
+    """Older kernels -> view: ``text`` is appended to message ``id``."""
 
     kind: Literal["delta"]
     id: str
@@ -120,6 +185,13 @@ class ClearMsg(TypedDict):
     kind: Literal["clear"]
 
 
+class ContinueMsg(TypedDict):
+    """View -> kernel: ask the model to go on from the reply ``id`` (cut at the limit)."""
+
+    kind: Literal["continue"]
+    id: str
+
+
 class HelloMsg(TypedDict):
     """View -> kernel: a view was rendered; bring it up to date."""
 
@@ -143,5 +215,22 @@ class AckMsg(TypedDict):
     render_ms: float
 
 
-ViewMsg = SendMsg | StopMsg | RegenerateMsg | ClearMsg | HelloMsg | ResyncMsg | AckMsg
-KernelMsg = DeltaMsg
+ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | HelloMsg | ResyncMsg
+           | AckMsg)
+
+#: the keys of the widget's state that are not per message
+LAST_ID_KEY = "last_id"
+LIVE_KEY = "live"
+REMOVED_KEY = "removed"
+#: what travels in the parts of a message
+PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer")
+
+
+def meta_key(number: int) -> str:
+    """The state key of message number ``number`` (its id)."""
+    return f"m{number}"
+
+
+def delta_key(message_id: str, seq: int) -> str:
+    """The state key of delta ``seq`` of message ``message_id``."""
+    return f"{message_id}.{seq}"

@@ -1,11 +1,14 @@
 """The pump: the one thread that sends to the browser.
 
 One pump serves every widget in the kernel. Each widget registers a
-:class:`Channel` (its streams plus two callbacks: ``send_delta`` and
-``publish``). The pump thread sleeps on a condition until the earliest moment
-something is due (a stream's next flush, a time limit) or until woken (a first
-piece, a status change, a stop, a view asking for a resync), then, outside its
-lock, sends what is due in order.
+:class:`Channel` (its streams plus one callback, ``send``). The pump thread
+sleeps on a condition until the earliest moment something is due (a stream's
+next flush, a time limit) or until woken (a first piece, a status change, a
+stop, a view asking for a resync), then, outside its lock, hands each channel
+one :class:`Outgoing`: the deltas due, the messages whose meta changed and the
+deltas to send again. The widget turns it into one update message (see
+``protocol.py``), so a step costs one message per widget at most, and what it
+carries is only what changed: never the whole conversation.
 
 Why one thread: sending from one place keeps deltas and state updates of a
 widget in order, keeps the total message rate under one budget (Jupyter's
@@ -20,7 +23,7 @@ Rhythm (leading edge + bounded rate, as in tqdm and rich.live): the first
 piece of a stream is sent at once, because time to first token is what makes
 streaming feel fast; after that a stream flushes at most once per interval,
 and all text that arrived in between travels as one delta. A stream that ends
-is settled at once, its unsent tail carried by the final state.
+is settled at once, its unsent tail sent with its final meta in one message.
 
 Flow control (credits): a view acknowledges each delta after the frame that
 rendered it, with the time that frame's DOM work took. Once a view acks on a
@@ -38,11 +41,13 @@ applies: nothing ever waits for a browser.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import threading
 import time
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from .stream import Clock, Delta, Stream
@@ -68,26 +73,47 @@ SILENT_VIEW = 1.0
 REPUBLISH_EVERY = 2.0
 
 
+@dataclass
+class Outgoing:
+    """What one step sends through one channel (one update message)."""
+
+    #: deltas due, in order
+    deltas: list[Delta] = field(default_factory=list)
+    #: ids of the messages whose meta must be sent (new, status changed, ended, removed)
+    changed: set[str] = field(default_factory=set)
+    #: message id -> the view's seq: send its deltas after that again (a resync)
+    resend: dict[str, int] = field(default_factory=dict)
+    #: the streams still live after this step, for the ``live`` key
+    live: list[Stream] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.deltas or self.changed or self.resend)
+
+
 @dataclass(eq=False)
 class Channel:
     """A widget as the pump sees it. Mutable fields are guarded by the pump's lock."""
 
-    send_delta: Callable[[Delta], None]
-    publish: Callable[[], None]
+    send: Callable[[Outgoing], None]
     interval: float = DEFAULT_INTERVAL
     window: int = DEFAULT_WINDOW
     ceiling: float = DEFAULT_CEILING
     ack_timeout: float = DEFAULT_ACK_TIMEOUT
     streams: list[Stream] = field(default_factory=list)
+    #: streams that ended lately: the ack of a final delta still finds its stream
+    ended: deque[Stream] = field(default_factory=lambda: deque(maxlen=16))
     #: flow control state: set by acks (any thread, under the pump's lock)
     last_ack_at: float | None = None
     render_ms_ewma: float = 0.0
     ack_lag_ms_ewma: float = 0.0
     acks: int = 0
     last_republish: float = -math.inf
-    dirty: bool = False
+    #: ids whose meta must be sent; deltas to send again (see Outgoing)
+    changed: set[str] = field(default_factory=set)
+    resend: dict[str, int] = field(default_factory=dict)
     closed: bool = False
-    #: figures: messages sent through this channel
+    #: figures: update messages sent through this channel (those with deltas, the
+    #: others), and the characters of text the deltas carried
     deltas_sent: int = 0
     publishes: int = 0
     delta_bytes: int = 0
@@ -117,11 +143,10 @@ class Pump:
     # ---------------------------------------------------------------- any thread
     def open_channel(
         self,
-        send_delta: Callable[[Delta], None],
-        publish: Callable[[], None],
+        send: Callable[[Outgoing], None],
         interval: float = DEFAULT_INTERVAL,
     ) -> Channel:
-        ch = Channel(send_delta, publish, interval)
+        ch = Channel(send, interval)
         with self._cond:
             self._channels.append(ch)
         return ch
@@ -135,17 +160,34 @@ class Pump:
     def add_stream(self, ch: Channel, stream: Stream) -> None:
         """Let the pump flush ``stream`` through ``ch``, and publish the new message."""
         stream.on_wake = lambda s: self.wake()
-        stream.on_status = lambda s: self.request_publish(ch)
+        stream.on_status = lambda s: self.publish(ch, [s.id])
         with self._cond:
             ch.streams.append(stream)
-            ch.dirty = True
+            ch.changed.add(stream.id)
             self._woken = True
             self._cond.notify()
 
-    def request_publish(self, ch: Channel) -> None:
-        """Ask for ``ch``'s state to be written (cheap; coalesced; never blocks)."""
+    def publish(self, ch: Channel, ids: Iterable[str]) -> None:
+        """Ask for the metas of messages ``ids`` to be sent (cheap; coalesced; never
+        blocks). An id the widget no longer has is sent as removed."""
         with self._cond:
-            ch.dirty = True
+            ch.changed.update(ids)
+            self._woken = True
+            self._cond.notify()
+
+    def resync(self, ch: Channel, stream_id: str, have: int) -> None:
+        """A view lacks the deltas of ``stream_id`` after ``have``: send them again,
+        with its meta."""
+        with self._cond:
+            ch.resend[stream_id] = min(have, ch.resend.get(stream_id, have))
+            ch.changed.add(stream_id)
+            self._woken = True
+            self._cond.notify()
+
+    def hello(self, ch: Channel) -> None:
+        """A view rendered: send the metas of the live messages (and ``live``) again."""
+        with self._cond:
+            ch.changed.update(s.id for s in ch.streams)
             self._woken = True
             self._cond.notify()
 
@@ -153,7 +195,7 @@ class Pump:
         """A view rendered delta ``seq`` of ``stream_id`` (comm thread; never blocks long)."""
         now = self.clock()
         with self._cond:
-            for s in ch.streams:
+            for s in itertools.chain(ch.streams, ch.ended):
                 if s.id == stream_id:
                     if s.ack(seq, render_ms, now):
                         if log.isEnabledFor(logging.DEBUG):
@@ -187,7 +229,7 @@ class Pump:
     # ------------------------------------------------------------------- pump
     def step(self, now: float) -> float:
         """Do everything due at ``now``; return when next to run (inf: when woken)."""
-        work: list[tuple[Channel, Delta | None]] = []
+        work: list[tuple[Channel, Outgoing]] = []
         next_at = math.inf
         with self._cond:
             active = sum(len(ch.streams) for ch in self._channels)
@@ -201,6 +243,7 @@ class Pump:
                     interval = max(base, 3.0 * ch.render_ms_ewma / 1000.0,
                                    ch.ack_lag_ms_ewma / 1000.0 / max(1, ch.window))
                     interval = min(interval, max(base, ch.ceiling))
+                out = Outgoing()
                 for s in list(ch.streams):
                     s.interval = interval
                     s.window = None
@@ -214,34 +257,45 @@ class Pump:
                         if log.isEnabledFor(logging.DEBUG):
                             log.debug("%s ended: %s %s", s.id, s.status, s.stats())
                         ch.streams.remove(s)
-                        ch.dirty = True
+                        ch.ended.append(s)
+                        # the unsent tail, flushed by settle, goes with the final meta
+                        out.deltas.extend(s.take_tail())
+                        ch.changed.add(s.id)
                         continue
                     d = s.take(now)
                     if d is not None:
-                        work.append((ch, d))
+                        out.deltas.append(d)
                     due = s.due_at()
                     if due is not None:
                         next_at = min(next_at, due)
                 if ch.streams and flow and now - ch.last_ack_at > SILENT_VIEW:  # type: ignore[operator]
                     if now - ch.last_republish >= REPUBLISH_EVERY:
+                        # a view that acked went quiet: send the live messages whole again
                         ch.last_republish = now
-                        ch.dirty = True
+                        for s in ch.streams:
+                            ch.resend[s.id] = 0
+                            ch.changed.add(s.id)
                     next_at = min(next_at, ch.last_republish + REPUBLISH_EVERY)
-                if ch.dirty:
-                    ch.dirty = False
-                    work.append((ch, None))
-        for ch, d in work:
+                out.changed, ch.changed = ch.changed, set()
+                out.resend, ch.resend = ch.resend, {}
+                if out:
+                    out.live = list(ch.streams)
+                    work.append((ch, out))
+        for ch, out in work:
             try:
-                if d is None:
-                    ch.publishes += 1
-                    ch.publish()
-                else:
+                if out.deltas:
                     ch.deltas_sent += 1
-                    ch.delta_bytes += len(d.text.encode())
-                    ch.send_delta(d)
-                    if log.isEnabledFor(logging.DEBUG):
+                    ch.delta_bytes += sum(d.chars for d in out.deltas)
+                else:
+                    ch.publishes += 1
+                ch.send(out)
+                if log.isEnabledFor(logging.DEBUG):
+                    after = (self.clock() - now) * 1000
+                    for d in out.deltas:
                         log.debug("delta %s#%d: %d chars, sent %.1f ms after the step",
-                                  d.id, d.seq, len(d.text), (self.clock() - now) * 1000)
+                                  d.id, d.seq, d.chars, after)
+                    if out.changed:
+                        log.debug("metas %s sent", ", ".join(sorted(out.changed)))
             except Exception:  # a closed comm must not kill the pump
                 log.exception("nbstream: sending to the view failed")
         return next_at

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .pieces import Outcome
+from .pieces import FinishReason, Outcome
 from .protocol import Status
 from .sources.base import Cancelled, ChatMessage, Source
 from .stream import Stream
@@ -80,8 +80,30 @@ class Reply:
 
     @property
     def text(self) -> str:
-        """The text so far (final once :attr:`status` is final)."""
+        """The answer so far, without the reasoning (final once :attr:`status` is final)."""
         return self._stream.text
+
+    @property
+    def reasoning(self) -> str:
+        """The model's reasoning (thinking) so far; "" for a model that does not think."""
+        return self._stream.reasoning
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        """Why the reply ended: ``stop``, ``length`` (cut at the token limit),
+        ``tool_calls``, ``abort`` (as the source said), ``cancelled`` (stopped),
+        ``error``, ``timeout``; None while it runs, or when a server's stream ended
+        with neither a finish reason nor an end marker."""
+        return self._stream.finish_reason
+
+    def history_content(self, include_reasoning: bool = False) -> str:
+        """What the model is shown of this reply in a later turn's history: the
+        answer, or with ``include_reasoning`` the reasoning first, in ``<think>`` tags
+        (the form reasoning chat templates write)."""
+        text, reasoning = self.text, self.reasoning
+        if include_reasoning and reasoning:
+            return f"<think>\n{reasoning}\n</think>\n\n{text}"
+        return text
 
     @property
     def status(self) -> Status:
@@ -110,7 +132,10 @@ class Reply:
 
     @property
     def stats(self) -> dict[str, Any]:
-        """Figures: ttft_ms, pieces, pieces_per_s, gaps, flushes, backpressure."""
+        """Figures: ttft_ms, pieces, pieces_per_s, gaps, flushes, backpressure;
+        ``wire_bytes`` (sent to the view for this reply); ``reasoning_ms`` (time spent
+        thinking); ``usage`` (prompt/completion/reasoning/cached tokens) and server
+        figures such as ``timings`` where the source reports them."""
         return self._stream.stats()
 
     def trace(self) -> Trace:
@@ -179,7 +204,7 @@ def run_reply(reply: Reply) -> None:
             return
         stream.set_status("running")
         outcome = source.generate(reply._resolve_messages(), stream.put, stream.cancel_event)
-        reply._outcome = outcome = outcome if outcome is not None else Outcome()
+        reply._outcome = outcome = outcome if isinstance(outcome, Outcome) else Outcome()
         tokens = outcome.figures.get("tokens")
         if isinstance(tokens, int):
             stream.tokens = tokens
@@ -194,4 +219,4 @@ def run_reply(reply: Reply) -> None:
         if not isinstance(exc, Exception):
             raise
     else:
-        stream.finish()
+        stream.finish(outcome)

@@ -9,10 +9,14 @@ Threads and ownership (all fields are guarded by ``self._cond``):
 * **any** thread may call :meth:`cancel`, read :attr:`text` / :attr:`status`
   and :meth:`wait`.
 
-The text of a message is the concatenation of ``_sent`` (pieces already sent
-as deltas, numbered ``1..seq``) and ``_pending`` (received, not yet sent). A
-delta moves all of ``_pending`` to ``_sent`` at once, so however fast pieces
-arrive, the number of deltas depends only on how often the pump flushes.
+A message is made of **parts**: runs of text of one type (``"reasoning"``,
+``"answer"``; see ``pieces.py``), in the order they arrived. A piece's type is
+its Python type (a :class:`~nbstream.pieces.Reasoning` is thinking, a plain
+``str`` answer text). The message is the concatenation of ``_sent`` (deltas
+already sent, numbered ``1..seq``, each a :data:`Body`) and ``_pending``
+(pieces received, not yet sent). A delta moves all of ``_pending`` to
+``_sent`` at once, so however fast pieces arrive, the number of deltas
+depends only on how often the pump flushes.
 Text is coalesced, never dropped, except on a stop: the unsent tail of a
 stopped message was never shown and is discarded, so that nothing appears
 after the user pressed Stop.
@@ -35,18 +39,63 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from .pieces import Cancelled
+from .pieces import Cancelled, FinishReason, Outcome, PartType, part_type
 from .protocol import Status
 
 Clock = Callable[[], float]
 
 
+#: What one delta appends to a message: a ``str`` when it is all answer text
+#: (the common case, and the cheapest on the wire), else the runs of parts in
+#: order, ``((type, text), ...)``, consecutive runs of one type merged.
+Body = str | tuple[tuple[PartType, str], ...]
+
+
+def make_body(runs: list[tuple[PartType, str]]) -> Body:
+    """The compact :data:`Body` of ``runs`` (merged by type, empty runs dropped)."""
+    merged: list[tuple[PartType, str]] = []
+    for kind, text in runs:
+        if not text:
+            continue
+        if merged and merged[-1][0] == kind:
+            merged[-1] = (kind, merged[-1][1] + text)
+        else:
+            merged.append((kind, text))
+    if all(kind == "answer" for kind, _ in merged):
+        return "".join(text for _, text in merged)
+    return tuple(merged)
+
+
+def body_runs(body: Body) -> tuple[tuple[PartType, str], ...]:
+    """The runs of ``body`` (a ``str`` body is one answer run)."""
+    if isinstance(body, str):
+        return (("answer", body),) if body else ()
+    return body
+
+
+def body_text(body: Body, kind: PartType = "answer") -> str:
+    """The text of ``body``'s parts of type ``kind``."""
+    if isinstance(body, str):
+        return body if kind == "answer" else ""
+    return "".join(text for k, text in body if k == kind)
+
+
 class Delta(NamedTuple):
-    """Text appended to message ``id``; the ``seq``-th delta of that message."""
+    """What the ``seq``-th delta of message ``id`` appends (see :data:`Body`)."""
 
     id: str
     seq: int
-    text: str
+    body: Body
+
+    @property
+    def text(self) -> str:
+        """The answer text this delta appends."""
+        return body_text(self.body, "answer")
+
+    @property
+    def chars(self) -> int:
+        """Characters of every part this delta appends."""
+        return sum(len(t) for _, t in body_runs(self.body))
 
 
 @dataclass(frozen=True)
@@ -105,12 +154,15 @@ class Stream:
         self.ack_lag_ms: list[float] = []  # sent -> acknowledged (render included)
         self.cancel_event = threading.Event()
 
-        self._sent: list[str] = []
+        self._sent: list[Body] = []
         self._sent_chars = 0
-        self._pending: list[str] = []
+        #: text of each part type, sent or pending (what ``text`` / ``reasoning`` read)
+        self._texts: dict[PartType, list[str]] = {"answer": [], "reasoning": []}
+        self._pending: list[str] = []  # pieces, with their types (Reasoning or str)
         self._pending_chars = 0
         self._pending_since = 0.0
         self._seq = 0
+        self._handed = 0  # deltas handed to the pump by take() / take_tail()
         self._last_flush = -math.inf
 
         self._status: Status = "queued"
@@ -132,6 +184,13 @@ class Stream:
         self.tokens: int | None = None
         self.backpressure_waits = 0
         self.backpressure_s = 0.0
+        self._first_reasoning_at: float | None = None
+        self._last_reasoning_at: float | None = None
+        self._first_answer_at: float | None = None
+        #: how the source said it ended (set by the producer before finish())
+        self._outcome: Outcome | None = None
+        #: bytes sent to the view for this message (written by the pump thread)
+        self._wire_bytes = 0
         self._done = threading.Event()
 
     # ------------------------------------------------------------------ producer
@@ -158,6 +217,14 @@ class Stream:
                 self._pending_since = now
             self._pending.append(piece)
             self._pending_chars += len(piece)
+            kind = part_type(piece)
+            self._texts[kind].append(str(piece))
+            if kind == "reasoning":
+                if self._first_reasoning_at is None:
+                    self._first_reasoning_at = now
+                self._last_reasoning_at = now
+            elif self._first_answer_at is None:
+                self._first_answer_at = now
             self._piece_times.append(now)
             self._piece_chars.append(len(piece))
         if was_empty:
@@ -175,8 +242,12 @@ class Stream:
         if changed:
             self.on_status(self)
 
-    def finish(self) -> None:
-        """The producer ended normally; the pump sends the rest and marks it done."""
+    def finish(self, outcome: Outcome | None = None) -> None:
+        """The producer ended normally (``outcome``: how, as the source said); the
+        pump sends the rest and marks it done."""
+        with self._cond:
+            if outcome is not None and self._open():
+                self._outcome = outcome
         self._end("done")
 
     def fail(self, error: BaseException, detail: str | None = None) -> None:
@@ -213,6 +284,12 @@ class Stream:
             return self._status
 
     @property
+    def seq(self) -> int:
+        """The number of the last delta made (0: none)."""
+        with self._cond:
+            return self._seq
+
+    @property
     def final(self) -> bool:
         with self._cond:
             return self._final
@@ -224,9 +301,37 @@ class Stream:
 
     @property
     def text(self) -> str:
-        """All text received so far (sent or not); after a stop, what was sent."""
+        """The answer received so far (sent or not); after a stop, what was sent."""
         with self._cond:
-            return "".join(self._sent) + "".join(self._pending)
+            return "".join(self._texts["answer"])
+
+    @property
+    def reasoning(self) -> str:
+        """The reasoning received so far (sent or not); after a stop, what was sent."""
+        with self._cond:
+            return "".join(self._texts["reasoning"])
+
+    @property
+    def finish_reason(self) -> FinishReason | None:
+        """Why it ended: ``stop``, ``length``, ... as the source said, ``cancelled``,
+        ``error``, ``timeout``; None while live, or when the source could not tell
+        (a server's stream ended with no end marker)."""
+        with self._cond:
+            return self._finish_reason()
+
+    def _finish_reason(self) -> FinishReason | None:
+        # caller holds the lock
+        if not self._final:
+            return None
+        if self._status == "done":
+            return self._outcome.finish_reason if self._outcome is not None else "stop"
+        return {"stopped": "cancelled", "error": "error", "timeout": "timeout"}.get(
+            self._status)  # type: ignore[return-value]
+
+    def add_wire_bytes(self, n: int) -> None:
+        """The pump sent ``n`` bytes of this message to the view."""
+        with self._cond:
+            self._wire_bytes += n
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the status is final; False on timeout."""
@@ -292,19 +397,35 @@ class Stream:
                 return None
             if self._window_full():
                 return None
-            return self._flush(now)
+            d = self._flush(now)
+            self._handed = self._seq
+            return d
 
     def _flush(self, now: float) -> Delta:
-        text = "".join(self._pending)
+        body = make_body([(part_type(p), str(p)) for p in self._pending])
+        chars = self._pending_chars
         self._seq += 1
-        self.flushes.append(Flush(self._seq, self._pending_since, now, len(text)))
-        self._sent.append(text)
-        self._sent_chars += len(text)
+        self.flushes.append(Flush(self._seq, self._pending_since, now, chars))
+        self._sent.append(body)
+        self._sent_chars += chars
         self._pending.clear()
         self._pending_chars = 0
         self._last_flush = now
         self._cond.notify_all()  # room for a producer waiting in put()
-        return Delta(self.id, self._seq, text)
+        return Delta(self.id, self._seq, body)
+
+    def take_tail(self) -> list[Delta]:
+        """The deltas :meth:`settle` flushed that :meth:`take` did not hand out (the
+        unsent tail of an ended stream: at most one)."""
+        with self._cond:
+            tail = [Delta(self.id, i + 1, self._sent[i]) for i in range(self._handed, self._seq)]
+            self._handed = self._seq
+            return tail
+
+    def sent_deltas(self, after: int = 0) -> list[Delta]:
+        """Copies of the deltas already sent after number ``after`` (to repair a gap)."""
+        with self._cond:
+            return [Delta(self.id, i + 1, b) for i, b in enumerate(self._sent) if i >= after]
 
     def settle(self, now: float) -> bool:
         """Pump step for a stream that ended or ran out of time.
@@ -338,6 +459,8 @@ class Stream:
         # caller holds the lock: the unsent tail was never shown, so it is discarded
         self.cancel_event.set()
         self.discarded_chars += self._pending_chars
+        for p in reversed(self._pending):  # the newest piece of its type: drop it there too
+            self._texts[part_type(p)].pop()
         self._pending.clear()
         self._pending_chars = 0
         self._finishing = None
@@ -354,10 +477,10 @@ class Stream:
         self._done.set()
 
     def state(self) -> tuple[str, int, Status, str | None, str | None]:
-        """(text, seq, status, error, detail): text is exactly deltas 1..seq."""
+        """(answer, seq, status, error, detail): the answer of exactly deltas 1..seq."""
         with self._cond:
             return (
-                "".join(self._sent),
+                "".join(body_text(b) for b in self._sent),
                 self._seq,
                 self._status,
                 self._error_text if self._status in ("error", "timeout") else None,
@@ -372,6 +495,11 @@ class Stream:
             start = self.started_at
             end = self.ended_at if self.ended_at is not None else self._clock()
             tokens = self.tokens
+            outcome = self._outcome
+            first_reasoning, last_reasoning = self._first_reasoning_at, self._last_reasoning_at
+            first_answer = self._first_answer_at
+            wire_bytes = self._wire_bytes
+            reasoning_chars = sum(len(t) for t in self._texts["reasoning"])
             r = sorted(self.render_ms)
             lag = sorted(self.ack_lag_ms)
             out: dict[str, Any] = {
@@ -382,7 +510,24 @@ class Stream:
                 "backpressure_waits": self.backpressure_waits,
                 "backpressure_ms": round(self.backpressure_s * 1000, 3),
                 "acked": self._acked,
+                "wire_bytes": wire_bytes,
             }
+        if outcome is not None:
+            if outcome.usage:
+                out["usage"] = dict(outcome.usage)
+            for k, v in outcome.figures.items():
+                if k == "tokens" and isinstance(v, int):
+                    tokens = v
+                else:
+                    out[k] = v
+        if first_reasoning is not None and last_reasoning is not None:
+            out["reasoning_chars"] = reasoning_chars
+            # thinking lasts from the start of generation until the answer starts
+            # (or, with no answer, until the last piece of reasoning)
+            t0 = start if start is not None else first_reasoning
+            t1 = first_answer if first_answer is not None and first_answer >= last_reasoning \
+                else last_reasoning
+            out["reasoning_ms"] = round(max(0.0, t1 - t0) * 1000, 3)
         if r:
             out["render_ms_p50"] = round(_quantile(r, 0.5), 3)
             out["render_ms_max"] = round(r[-1], 3)

@@ -11,9 +11,12 @@ Who owns what:
   ``_lock``; the thread that starts a reply (the main thread, or the comm
   thread for the view's Send) appends to it.
 * Each reply's text and status are owned by its stream (see ``stream.py``).
-* The synced trait ``conversation`` and every message to the view are written
-  by the pump thread only (``_publish`` / ``_send_delta``), so the browser
-  receives them in order.
+* The per-message state keys (``m<i>``, ``m<i>.<s>``, ``last_id``, ``live``,
+  ``removed``; see ``protocol.py``) are written by the pump thread only
+  (:meth:`StreamingWidget._send_update`), one update message per step, so the
+  browser receives them in order. They are no traitlets: the widget's history
+  is their source of truth, and :meth:`StreamingWidget.get_state` adds them
+  (whole) for a view that asks for the state.
 * View messages (:meth:`_on_view_msg`) arrive on the kernel's main thread, or
   a subshell thread; the handler only enqueues or flags and never blocks.
 """
@@ -21,6 +24,7 @@ Who owns what:
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import reprlib
 import threading
@@ -34,11 +38,20 @@ import traitlets
 
 from . import lanes
 from .options import Options
-from .protocol import FINAL_STATUSES, MessageState
-from .pump import get_pump
+from .protocol import (
+    FINAL_STATUSES,
+    LAST_ID_KEY,
+    LIVE_KEY,
+    REMOVED_KEY,
+    DeltaBody,
+    MessageMeta,
+    MessageState,
+    delta_key,
+)
+from .pump import Outgoing, get_pump
 from .reply import Reply, run_reply
 from .sources.base import ChatMessage, Source
-from .stream import Delta, Stream
+from .stream import Body, Stream, body_runs
 
 log = logging.getLogger("nbstream")
 
@@ -68,20 +81,67 @@ class UserTurn:
         self.id = id
         self.text = text
 
+    def meta(self) -> MessageMeta:
+        """Its key in the widget's state (a prompt's text travels in its meta)."""
+        return MessageMeta(role="user", seq=0, status="done", stats={}, text=self.text)
+
     def state(self) -> MessageState:
-        return MessageState(id=self.id, role="user", text=self.text, seq=0, status="done",
-                            error=None, detail=None, stats={})
+        return MessageState(id=self.id, role="user", text=self.text, reasoning="", seq=0,
+                            status="done", error=None, detail=None, stats={})
+
+
+#: the figures of a finished reply its meta carries (what the view shows); the
+#: rest stays in ``reply.stats``
+VIEW_STATS = ("ttft_ms", "pieces", "pieces_per_s", "tokens", "tokens_per_s", "duration_ms",
+              "reasoning_ms", "usage", "timings")
+
+
+def reply_meta(reply: Reply) -> MessageMeta:
+    """A reply's key in the widget's state: everything but its text."""
+    _, seq, status, error, detail = reply._stream.state()
+    final = status in FINAL_STATUSES
+    stats: dict[str, Any] = {}
+    if final:
+        stats = {k: v for k, v in reply.stats.items() if k in VIEW_STATS}
+    meta = MessageMeta(role="assistant", seq=seq, status=status, stats=stats)
+    if error is not None:
+        meta["error"] = error
+    if detail is not None and status in ("error", "timeout"):
+        meta["detail"] = detail
+    if final:
+        meta["finish_reason"] = reply.finish_reason
+    if reply.pane is not None:
+        meta["pane"] = reply.pane
+    return meta
 
 
 def reply_state(reply: Reply) -> MessageState:
-    """A reply as the view sees it; text and seq are one consistent snapshot."""
-    text, seq, status, error, detail = reply._stream.state()
-    stats = reply.stats if status in FINAL_STATUSES else {}
-    state = MessageState(id=reply.id, role="assistant", text=text, seq=seq, status=status,
-                         error=error, detail=detail, stats=stats)
+    """A whole reply: its text and reasoning are one consistent snapshot (deltas 1..seq)."""
+    deltas = reply._stream.sent_deltas()
+    _, seq, status, error, detail = reply._stream.state()
+    runs = [run for d in deltas if d.seq <= seq for run in body_runs(d.body)]
+    final = status in FINAL_STATUSES
+    state = MessageState(
+        id=reply.id, role="assistant",
+        text="".join(t for k, t in runs if k == "answer"),
+        reasoning="".join(t for k, t in runs if k == "reasoning"),
+        seq=seq, status=status, error=error, detail=detail,
+        stats=reply.stats if final else {})
+    if final:
+        state["finish_reason"] = reply.finish_reason
     if reply.pane is not None:
         state["pane"] = reply.pane
     return state
+
+
+def wire_body(body: Body) -> DeltaBody:
+    """A delta's body as JSON: a string, or ``[[type, text], ...]``."""
+    return body if isinstance(body, str) else [[k, t] for k, t in body]
+
+
+def _json_size(value: Any) -> int:
+    # as jupyter_client's packer writes it (default separators, UTF-8)
+    return len(json.dumps(value, ensure_ascii=False).encode())
 
 
 Entry = UserTurn | Reply
@@ -97,12 +157,14 @@ class StreamingWidget(anywidget.AnyWidget):
     _esm = _bundle("widget.js", _MISSING_BUNDLE)
     _css = _bundle("widget.css", "")
 
-    #: the messages as the view sees them (written by the pump thread only)
-    conversation = traitlets.List(traitlets.Dict()).tag(sync=True)
     #: how the view lays messages out: "chat", "stream" or "compare"
     mode = traitlets.Unicode("chat").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
     source_label = traitlets.Unicode("").tag(sync=True)
+    #: whether the history sent back to the model keeps earlier replies' reasoning
+    #: (in ``<think>`` tags before the answer); by default it is left out, as servers
+    #: and chat templates expect. Kernel side only; a keyword of every widget.
+    include_reasoning_in_history = traitlets.Bool(False)
 
     def __init__(self, *, title: str = "", options: Options | None = None,
                  **traits: Any) -> None:
@@ -111,6 +173,7 @@ class StreamingWidget(anywidget.AnyWidget):
         opts = options if options is not None else Options()
         super().__init__(title=title, **traits)
         self.options = opts
+        self.include_reasoning_in_history = opts.include_reasoning_in_history
         self.limits = opts.limits
         self.max_pending = opts.max_pending
         self.system_prompt: str | None = None
@@ -118,8 +181,9 @@ class StreamingWidget(anywidget.AnyWidget):
         self._history: list[Entry] = []
         self._ids = itertools.count(1)
         self._ignored = ViewMessageFilter()
+        self._wire = _WireState()
         self._pump = get_pump()
-        self._channel = self._pump.open_channel(self._send_delta, self._publish, opts.interval)
+        self._channel = self._pump.open_channel(self._send_update, opts.interval)
         self.on_msg(self._on_view_msg)
 
     # ------------------------------------------------------------- public API
@@ -153,7 +217,35 @@ class StreamingWidget(anywidget.AnyWidget):
         self.stop()
         with self._lock:
             self._history.clear()
-        self._pump.request_publish(self._channel)
+        self._history_changed()
+
+    @property
+    def conversation(self) -> list[MessageState]:
+        """Every message, whole (text, reasoning, parts, status, stats): a copy."""
+        with self._lock:
+            entries = list(self._history)
+        return [e.state() if isinstance(e, UserTurn) else reply_state(e) for e in entries]
+
+    def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
+        """The synced state; with no ``key``, every message's keys too (what a view
+        created or reloaded later starts from)."""
+        state: dict[str, Any] = super().get_state(key, drop_defaults)
+        if key is None and hasattr(self, "_wire"):
+            state.update(self._snapshot())
+        return state
+
+    def send_state(self, key: Any = None) -> None:
+        """Send the state (ipywidgets calls this when a view asks for it)."""
+        super().send_state(key)
+        if key is None and hasattr(self, "_wire"):
+            # The snapshot was taken on this thread while the pump went on: a meta that
+            # changed in between may have been sent before the snapshot and overwritten
+            # by its older copy. The pump sends the current metas of the messages that
+            # were live in the snapshot again, after it (a view ignores what is unchanged).
+            with self._lock:
+                live = list(self._wire.snapshot_live)
+            if live:
+                self._pump.publish(self._channel, live)
 
     def close(self) -> None:
         """Stop live replies and close the widget's comm."""
@@ -163,23 +255,43 @@ class StreamingWidget(anywidget.AnyWidget):
         super().close()
 
     # -------------------------------------------------------------- internals
+    def _new_id(self) -> str:
+        # caller holds _lock
+        n = next(self._ids)
+        self._wire.last_id = n
+        return f"m{n}"
+
     def _new_turn(self, text: str) -> UserTurn:
         # caller holds _lock
-        turn = UserTurn(f"m{next(self._ids)}", text)
+        self._history_changed()  # a Regenerate may have removed entries
+        turn = UserTurn(self._new_id(), text)
         self._history.append(turn)
+        self._wire.known[turn.id] = turn
+        self._pump.publish(self._channel, [turn.id])
         return turn
 
     def _new_reply(self, source: Source, prompt: str,
                    messages: Callable[[], Sequence[ChatMessage]] | Sequence[ChatMessage],
                    pane: int | None = None) -> Reply:
         # caller holds _lock; the reply runs once _launch() is called
-        stream = Stream(f"m{next(self._ids)}", max_pending=self.max_pending,
+        stream = Stream(self._new_id(), max_pending=self.max_pending,
                         clock=self._pump.clock, limits=self.limits)
         reply = Reply(stream, source, messages, prompt=prompt,
                       on_interrupt=_weak_call(self.stop))
         reply.pane = pane
         self._history.append(reply)
+        self._wire.known[reply.id] = reply
         return reply
+
+    def _history_changed(self) -> None:
+        """Entries left the history (Clear, Regenerate): tell the view (any thread)."""
+        with self._lock:
+            present = {e.id for e in self._history}
+            gone = [i for i in self._wire.known if i not in present]
+            for i in gone:
+                self._wire.removed[i] = self._wire.known.pop(i)
+        if gone:
+            self._pump.publish(self._channel, gone)
 
     def _launch(self, reply: Reply) -> None:
         """Hand ``reply`` to the pump (to send) and its model's lane (to run)."""
@@ -212,27 +324,99 @@ class StreamingWidget(anywidget.AnyWidget):
                 text = e.text
                 if text:
                     msgs.append({"role": "user", "content": unanswered})
-                    msgs.append({"role": "assistant", "content": text})
+                    msgs.append({"role": "assistant",
+                                 "content": e.history_content(self.include_reasoning_in_history)})
                     unanswered = None
         if unanswered is not None:
             msgs.append({"role": "user", "content": unanswered})
         return msgs
 
-    def _publish(self) -> None:
-        # pump thread only
+    def _snapshot(self) -> dict[str, Any]:
+        """Every message's keys, whole (any thread; a delta key sent twice is harmless)."""
         with self._lock:
             entries = list(self._history)
-        state: list[Any] = [
-            e.state() if isinstance(e, UserTurn) else reply_state(e) for e in entries]
-        if state != self.conversation:
-            self.conversation = state
-        else:  # a view asked to be brought up to date
-            self.send_state("conversation")
+            last_id = self._wire.last_id
+            removed = self._wire.removed_count
+        state: dict[str, Any] = {LAST_ID_KEY: last_id, REMOVED_KEY: removed}
+        live: dict[str, int] = {}
+        snapshot_live: list[str] = []
+        for e in entries:
+            if isinstance(e, UserTurn):
+                state[e.id] = e.meta()
+                continue
+            meta = reply_meta(e)
+            for d in e._stream.sent_deltas():
+                if d.seq <= meta["seq"]:
+                    state[delta_key(d.id, d.seq)] = wire_body(d.body)
+            state[e.id] = meta
+            if meta["status"] not in FINAL_STATUSES:
+                snapshot_live.append(e.id)
+                if meta["seq"]:
+                    live[e.id] = meta["seq"]
+        state[LIVE_KEY] = live
+        with self._lock:
+            self._wire.snapshot_live = snapshot_live
+        return state
 
-    def _send_delta(self, d: Delta) -> None:
-        # pump thread only
-        self._send({"method": "custom",
-                    "content": {"kind": "delta", "id": d.id, "seq": d.seq, "text": d.text}})
+    def _send_update(self, out: Outgoing) -> None:
+        # pump thread only: one update message with everything this step sends
+        state: dict[str, Any] = {}
+        sizes: dict[str, int] = {}
+        wire = self._wire
+
+        def put(owner: str, key: str, value: Any) -> None:
+            state[key] = value
+            sizes[owner] = sizes.get(owner, 0) + len(key) + 6 + _json_size(value)
+
+        for d in out.deltas:
+            put(d.id, delta_key(d.id, d.seq), wire_body(d.body))
+        with self._lock:  # only the entries this step names: nothing grows with the history
+            named = set(out.resend) | out.changed | {d.id for d in out.deltas}
+            known = {i: wire.known[i] for i in named if i in wire.known}
+        for mid, have in out.resend.items():
+            entry = known.get(mid)
+            if isinstance(entry, Reply):
+                for d in entry._stream.sent_deltas(have):
+                    put(mid, delta_key(mid, d.seq), wire_body(d.body))
+        for mid in sorted(out.changed, key=lambda i: int(i[1:])):
+            entry = known.get(mid)
+            if entry is not None:
+                put(mid, mid, entry.meta() if isinstance(entry, UserTurn) else reply_meta(entry))
+                continue
+            with self._lock:
+                gone = wire.removed.pop(mid, None)
+                if gone is None:
+                    continue
+                wire.removed_count += 1
+            # removed: its keys are emptied, so that a saved notebook keeps no trace
+            put(mid, mid, None)
+            if isinstance(gone, Reply):
+                for d in gone._stream.sent_deltas():
+                    put(mid, delta_key(mid, d.seq), None)
+            state[REMOVED_KEY] = wire.removed_count
+        live = {s.id: s.seq for s in out.live if s.seq}  # (seq 0: nothing to miss yet)
+        # with metas, always: a snapshot sent meanwhile may have left an older copy
+        if live != wire.live_sent or out.changed:
+            wire.live_sent = live
+            state[LIVE_KEY] = live
+        with self._lock:
+            last_id = wire.last_id
+        if last_id != wire.last_id_sent:
+            wire.last_id_sent = last_id
+            state[LAST_ID_KEY] = last_id
+        if not state:
+            return
+        msg = {"method": "update", "state": state, "buffer_paths": []}
+        total = _json_size(msg)
+        self._send(msg)
+        # each message's keys count for it; the envelope for the first one named
+        owners = list(sizes)
+        for i, owner in enumerate(owners):
+            entry = known.get(owner)
+            if isinstance(entry, Reply):
+                n = sizes[owner] + (total - sum(sizes.values()) if i == 0 else 0)
+                entry._stream.add_wire_bytes(n)
+        wire.bytes_sent += total
 
     def _ask(self, text: str) -> None:
         """The view's Send: widgets with an input box ask their source(s) ``text``."""
@@ -277,8 +461,15 @@ class StreamingWidget(anywidget.AnyWidget):
             if not isinstance(content, dict):
                 raise BadViewMessage("content is not a dict")
             kind = content.get("kind")
-            if kind in ("hello", "resync"):
-                self._pump.request_publish(self._channel)
+            if kind == "hello":
+                self._pump.hello(self._channel)
+            elif kind == "resync":
+                rid, have = content.get("id"), content.get("have", 0)
+                if not (isinstance(rid, str) and len(rid) <= MAX_VIEW_ID):
+                    raise BadViewMessage("resync without a valid id")
+                if isinstance(have, bool) or not isinstance(have, int) or not 0 <= have <= MAX_SEQ:
+                    raise BadViewMessage("resync with an invalid have")
+                self._pump.resync(self._channel, rid, have)
             elif kind == "ack":
                 rid, seq, ms = content.get("id"), content.get("seq"), content.get("render_ms", 0.0)
                 if not (isinstance(rid, str) and len(rid) <= MAX_VIEW_ID):
@@ -345,3 +536,26 @@ def _weak_call(method: Callable[[], object]) -> Callable[[], object]:
         return None if m is None else m()
 
     return call
+
+
+
+class _WireState:
+    """What the widget has told the views, for sending only changes.
+
+    ``known``/``removed``/``last_id`` are guarded by the widget's ``_lock``;
+    the ``*_sent`` fields and the counters are the pump thread's alone.
+    """
+
+    def __init__(self) -> None:
+        #: entries of the history by id (what the views know of)
+        self.known: dict[str, Entry] = {}
+        #: entries removed from the history whose removal is not sent yet
+        self.removed: dict[str, Entry] = {}
+        self.removed_count = 0
+        self.last_id = 0
+        self.last_id_sent = 0
+        self.live_sent: dict[str, int] = {}
+        #: messages that were live in the last snapshot (get_state), guarded by ``_lock``
+        self.snapshot_live: list[str] = []
+        #: bytes of every update message sent (the envelope included)
+        self.bytes_sent = 0

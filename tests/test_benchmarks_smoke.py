@@ -59,6 +59,12 @@ def test_messages_are_read_as_the_browser_would() -> None:
         {"role": "user", "text": "go w99"},
         {"role": "assistant", "text": " w0 w1", "status": "done"}]}}}
     assert H.extract("comm_msg", state) == ("c", 1, True)
+    keys = {"comm_id": "c", "data": {"method": "update", "state": {
+        "m2.4": [["reasoning", " w5"], ["answer", " w6 w7"]],
+        "m2": {"role": "assistant", "seq": 4, "status": "done", "stats": {}}, "live": {}}}}
+    assert H.extract("comm_msg", keys) == ("c", 7, True)
+    keys = {"comm_id": "c", "data": {"method": "update", "state": {"m2.1": " w0", "live": {}}}}
+    assert H.extract("comm_msg", keys) == ("c", 0, False)
     html = {"comm_id": "h", "data": {"method": "update", "state": {"value": " w0 w5"}}}
     assert H.extract("comm_msg", html) == ("h", 5, False)
     update = {"data": {"text/markdown": " w0 w1 w2", "text/plain": "<Markdown>"},

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from _wire import conversation_of
 from conftest import ARTIFACTS, BROWSER_DIR, OFFLINE_ENV, JupyterLab, RunScenario
 
 pytestmark = pytest.mark.browser
@@ -193,18 +194,29 @@ SAVED_ANSWER = (
 )
 
 
+SAVED_REASONING = " ".join(f"thought{i}" for i in range(20))
+
+
 def _rendered_words(markdown: str) -> list[str]:
     """The words of ``markdown`` as the page shows them (no #, ** or list markers)."""
     return _words(re.sub(r"^#+ |^- |\*\*", "", markdown, flags=re.M))
 
 
-def _saved_conversation(nb: dict[str, Any]) -> list[dict[str, Any]]:
-    """The conversation trait of the nbstream widget in a notebook's saved widget state."""
-    state = nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}).get("state", {})
-    found = [m["state"]["conversation"] for m in state.values()
-             if "conversation" in m.get("state", {})]
+def _saved_conversation(widget_state: dict[str, Any]) -> list[dict[str, Any]]:
+    """The conversation of the nbstream widget in saved widget state (its per-message keys,
+    read as a view reads them)."""
+    state = widget_state.get("state", {})
+    found = [conversation_of(m["state"]) for m in state.values()
+             if "last_id" in m.get("state", {})]
     assert len(found) == 1, f"{len(found)} nbstream widgets in the saved state"
     return list(found[0])
+
+
+def _page_widget_state(page: str) -> dict[str, Any]:
+    """The widget state nbconvert embedded in an HTML page."""
+    m = re.search(rf'<script type="{re.escape(WIDGET_STATE)}">(.*?)</script>', page, re.S)
+    assert m is not None, "no widget state in the page"
+    return json.loads(m.group(1))  # type: ignore[no-any-return]
 
 
 def test_saved_widget_state_reopened_and_exported(
@@ -219,8 +231,12 @@ def test_saved_widget_state_reopened_and_exported(
         notebook_name,
         [
             "from nbstream import ChatWidget\n"
-            "from nbstream.sources import ScriptedSource\n"
-            f"chat = ChatWidget(ScriptedSource({SAVED_ANSWER!r}, rate=2000))\n"
+            "from nbstream.pieces import Reasoning\n"
+            "from nbstream.sources import IteratorSource\n"
+            "def think(messages):\n"
+            f"    yield from (Reasoning(w + ' ') for w in {SAVED_REASONING!r}.split())\n"
+            f"    yield from (w + ' ' for w in {SAVED_ANSWER!r}.split(' '))\n"
+            "chat = ChatWidget(IteratorSource(think))\n"
             "chat.send('First question').wait(30)\n"
             "chat.send('Second question')\n"
             "chat",
@@ -235,14 +251,18 @@ def test_saved_widget_state_reopened_and_exported(
     assert [(m["status"], _words(m["text"])) for m in r["live"]] == [("done", expected)] * 2
     # the file holds the finished conversation in metadata.widgets
     nb = json.loads((jupyterlab.root_dir / path).read_text())
-    convo = _saved_conversation(nb)
+    convo = _saved_conversation(nb.get("metadata", {}).get("widgets", {}).get(WIDGET_STATE, {}))
     assert [(m["role"], m["status"]) for m in convo] == [
         ("user", "done"), ("assistant", "done"), ("user", "done"), ("assistant", "done")]
-    assert [m["text"] for m in convo if m["role"] == "assistant"] == [SAVED_ANSWER] * 2
+    assert [(m["text"], m["reasoning"]) for m in convo if m["role"] == "assistant"] == [
+        (SAVED_ANSWER + " ", SAVED_REASONING + " ")] * 2
     # reopened with the kernel gone: the page shows it from the saved state
     assert r["kernels_after_shutdown"] == 0
     assert r["new_kernel_differs"] and r["new_kernel_has_chat"] is False
     assert [(m["status"], _words(m["text"])) for m in r["reopened"]] == [("done", expected)] * 2
+    # with its reasoning, folded above the answer
+    assert [(_words(m["reasoning"]), m["reasoning_open"]) for m in r["reopened"]] == [
+        (_words(SAVED_REASONING), False)] * 2
     assert r["user_texts"] == ["First question", "Second question"]
 
     # nbconvert --to html, opened in Chromium with no server and no network
@@ -254,7 +274,10 @@ def test_saved_widget_state_reopened_and_exported(
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     page = html.read_text()
-    assert WIDGET_STATE in page and json.dumps(SAVED_ANSWER)[1:-1] in page
+    assert WIDGET_STATE in page
+    assert [(_words(m["text"]), _words(m["reasoning"]))
+            for m in _saved_conversation(_page_widget_state(page))
+            if m["role"] == "assistant"] == [(_words(SAVED_ANSWER), _words(SAVED_REASONING))] * 2
     if not (BROWSER_DIR / "node_modules" / "@jupyter-widgets" / "html-manager").is_dir():
         pytest.fail("tests/browser/node_modules lacks @jupyter-widgets/html-manager: "
                     "run `npm ci` in tests/browser")
@@ -264,6 +287,7 @@ def test_saved_widget_state_reopened_and_exported(
     assert any("html-manager" in u for u in h["served"]) and any("anywidget@" in u for u in h["served"])
     assert h["roots"] == 1 and h["widget_errors"] == 0, h
     assert [(m["status"], _words(m["text"])) for m in h["texts"]] == [("done", expected)] * 2
+    assert [_words(m["reasoning"]) for m in h["texts"]] == [_words(SAVED_REASONING)] * 2
     assert h["user_texts"] == ["First question", "Second question"]
     assert h["headings"] == 2 and h["styled_radius"] == "6px", h
 

@@ -7,9 +7,11 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 from _sources import SlowLoading
+from _wire import delta_keys
 
 from nbstream import ChatWidget, ReplyTimeout
 from nbstream.sources import IteratorSource, ScriptedSource
@@ -86,10 +88,10 @@ def test_a_producer_far_faster_than_the_drain_keeps_memory_bounded_and_loses_not
     sent: list[int] = []
     lock = threading.Lock()
 
-    def wire(msg: dict[str, object], buffers: object = None) -> None:
-        if msg.get("method") == "custom":
+    def wire(msg: dict[str, Any], buffers: object = None) -> None:
+        for _, _, body in delta_keys(msg):
             with lock:
-                sent.append(len(msg["content"]["text"]))  # type: ignore[index]
+                sent.append(len(body))
 
     w._send = wire  # type: ignore[method-assign]
     r = w.send("go")

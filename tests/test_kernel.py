@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _wire import body_parts, delta_keys
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
@@ -83,12 +84,18 @@ def comm_msgs(kc: BlockingKernelClient, comm_id: str, until: Any, timeout: float
 
 
 def final_state(data: dict[str, Any], mid: str) -> dict[str, Any] | None:
+    """The meta of message ``mid`` in this update, if it is final."""
     if data.get("method") != "update":
         return None
-    for e in data.get("state", {}).get("conversation", []):
-        if e["id"] == mid and e["status"] in ("done", "stopped", "error", "timeout"):
-            return e  # type: ignore[no-any-return]
+    e = data.get("state", {}).get(mid)
+    if isinstance(e, dict) and e.get("status") in ("done", "stopped", "error", "timeout"):
+        return e
     return None
+
+
+def delta_texts(data: dict[str, Any]) -> list[tuple[str, int, str]]:
+    """(id, seq, answer text) of the deltas one comm message carries."""
+    return [(i, seq, body_parts(body)[0]) for i, seq, body in delta_keys(data)]
 
 
 def drain(kc: BlockingKernelClient) -> None:
@@ -119,15 +126,15 @@ chat = ChatWidget(ScriptedSource(TEXT, rate=2000), interval=0.04)
     msgs = comm_msgs(kc, comm_id, lambda d: final_state(d, "m2") is not None)
     t_end = msgs[-1][0]
     assert probe_t0 + probe_s < t_end - 0.2, "the probe was answered only after the stream"
-    deltas = [(t, d["content"]) for t, d in msgs if d.get("method") == "custom"]
-    seqs = [c["seq"] for _, c in deltas]
+    deltas = [(t, c) for t, d in msgs for c in delta_texts(d)]
+    seqs = [c[1] for _, c in deltas]
     assert seqs == list(range(1, len(seqs) + 1))
     text = value(kc, "TEXT")
     final = final_state(msgs[-1][1], "m2")
     assert final is not None and final["status"] == "done"
-    assert final["text"] == text
-    streamed = "".join(c["text"] for _, c in deltas)
-    assert text.startswith(streamed) and len(streamed) > 0.9 * len(text)
+    assert final["seq"] == len(deltas)
+    streamed = "".join(c[2] for _, c in deltas)
+    assert streamed == text  # the text travels once, in the deltas (the tail with the end)
     duration = t_end - t_send
     # bounded rate: one delta per 40 ms (+ the leading edge), plus a few state updates
     assert len(deltas) <= duration / 0.04 + 2
@@ -152,8 +159,9 @@ r2 = chat2.send('go')
     msgs = comm_msgs(kc, comm_id, lambda d: final_state(d, "m2") is not None, timeout=10)
     final = final_state(msgs[-1][1], "m2")
     assert final is not None and final["status"] == "stopped"
-    streamed = "".join(d["content"]["text"] for _, d in msgs if d.get("method") == "custom")
-    assert final["text"] == streamed  # exactly what was shown, nothing after
+    deltas = [c for _, d in msgs for c in delta_texts(d)]
+    assert final["seq"] == len(deltas)  # exactly what was shown, nothing after
+    streamed = "".join(c[2] for c in deltas)
     assert value(kc, "r2.text") == streamed
     assert 0 < len(streamed) < len(value(kc, "TEXT"))
 
@@ -208,12 +216,12 @@ ids8 = [c.model_id for c in chats8]
         data = msg["content"]["data"]
         counts[cid] += 1
         times.append(time.monotonic())
-        if data.get("method") == "custom":
-            texts[cid] += data["content"]["text"]
+        texts[cid] += "".join(c[2] for c in delta_texts(data))
         if final_state(data, "m2") is not None:
             ended.add(cid)
-            assert final_state(data, "m2")["text"].startswith(texts[cid])  # type: ignore[index]
     assert len(ended) == 8
+    text = value(kc, "TEXT")
+    assert all(t == text for t in texts.values())
     duration = times[-1] - t0
     total_rate = sum(counts.values()) / duration
     # peak over any 1 s window
@@ -238,7 +246,7 @@ def test_stream_keeps_flowing_while_the_main_thread_is_blocked(
     kc.execute("r4 = chat4.send('go'); import time; time.sleep(2.0)")  # a busy cell
     t0 = time.monotonic()
     msgs = comm_msgs(kc, comm_id, lambda d: time.monotonic() - t0 > 1.8)
-    deltas = [t for t, d in msgs if d.get("method") == "custom"]
+    deltas = [t for t, d in msgs if delta_keys(d)]
     # deltas kept arriving during the blocked cell, at the bounded rate
     assert len(deltas) > 1.5 / 0.04 * 0.7
     assert len([t for t in deltas if t - t0 > 1.0]) > 10

@@ -13,7 +13,8 @@ from nbstream import ChatWidget, Compare, StreamView, stream
 from nbstream.options import OPTIONS, Options, StreamOptions
 from nbstream.pump import DEFAULT_INTERVAL
 
-NAMES = ["interval", "first_token_timeout", "stall_timeout", "total_timeout", "max_pending"]
+NAMES = ["interval", "first_token_timeout", "stall_timeout", "total_timeout", "max_pending",
+         "include_reasoning_in_history"]
 ENTRY_POINTS: list[Any] = [ChatWidget, StreamView, Compare, stream]
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Callable
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbstream.pump import Pump
+from nbstream.pump import Outgoing, Pump
 from nbstream.sources.base import Cancelled
 from nbstream.stream import Delta, Limits, Stream
 
@@ -26,11 +27,20 @@ class FakeClock:
         self.t += dt
 
 
+def sink(deltas: list[Delta], publishes: list[int] | None = None) -> Callable[[Outgoing], None]:
+    """A channel's send that keeps the deltas, and counts the updates that carry metas."""
+    def send(out: Outgoing) -> None:
+        deltas.extend(out.deltas)
+        if out.changed and publishes is not None:
+            publishes.append(1)
+    return send
+
+
 def make(clock: FakeClock, interval: float = 0.04, **kw: object) -> tuple[Pump, list[Delta], list[int], Stream]:
     pump = Pump(clock=clock, start=False, max_rate=1e9)
     deltas: list[Delta] = []
     publishes: list[int] = []
-    ch = pump.open_channel(deltas.append, lambda: publishes.append(1), interval)
+    ch = pump.open_channel(sink(deltas, publishes), interval)
     s = Stream("m1", clock=clock, **kw)  # type: ignore[arg-type]
     pump.add_stream(ch, s)
     s.set_status("running")
@@ -168,7 +178,7 @@ def test_backpressure_blocks_a_fast_producer() -> None:
     pump = Pump(max_rate=1e9)  # real thread and clock
     try:
         deltas: list[Delta] = []
-        ch = pump.open_channel(deltas.append, lambda: None, 0.02)
+        ch = pump.open_channel(sink(deltas), 0.02)
         s = Stream("m1", max_pending=100)
         pump.add_stream(ch, s)
         s.set_status("running")
@@ -213,7 +223,7 @@ def test_global_budget_shares_rate_between_streams() -> None:
     sent: list[Delta] = []
     streams = []
     for i in range(8):
-        ch = pump.open_channel(sent.append, lambda: None, 0.04)
+        ch = pump.open_channel(sink(sent), 0.04)
         s = Stream(f"m{i}", clock=clock)
         pump.add_stream(ch, s)
         s.set_status("running")
@@ -235,7 +245,7 @@ def test_pump_thread_is_woken_by_first_piece() -> None:
     pump = Pump()
     try:
         got = threading.Event()
-        ch = pump.open_channel(lambda d: got.set(), lambda: None, 10.0)
+        ch = pump.open_channel(lambda out: got.set() if out.deltas else None, 10.0)
         s = Stream("m1")
         pump.add_stream(ch, s)
         time.sleep(0.05)  # the pump is now asleep with nothing due
@@ -251,10 +261,10 @@ def test_sending_failure_does_not_kill_the_pump() -> None:
     clock = FakeClock()
     pump = Pump(clock=clock, start=False)
 
-    def broken(_: Delta) -> None:
+    def broken(_: Outgoing) -> None:
         raise RuntimeError("comm closed")
 
-    ch = pump.open_channel(broken, lambda: None)
+    ch = pump.open_channel(broken)
     s = Stream("m1", clock=clock)
     pump.add_stream(ch, s)
     s.put("x")

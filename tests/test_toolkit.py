@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
+from _wire import Wire
 
 import nbstream
 from nbstream import Compare, StreamView
@@ -16,21 +16,6 @@ from nbstream.sources import IteratorSource, ScriptedSource
 from nbstream.sources.base import ChatMessage
 
 TEXT = " ".join(f"w{i}" for i in range(300))
-
-
-class Wire:
-    def __init__(self, w: Any) -> None:
-        self.msgs: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-        w._send = self.capture
-
-    def capture(self, msg: dict[str, Any], buffers: Any = None) -> None:
-        with self.lock:
-            self.msgs.append(msg)
-
-    def deltas(self) -> list[dict[str, Any]]:
-        with self.lock:
-            return [m["content"] for m in self.msgs if m.get("method") == "custom"]
 
 
 def test_stream_view_from_a_source_a_generator_and_an_async_generator() -> None:

@@ -6,6 +6,10 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+from typing import Any
+
+from _wire import delta_keys
+
 from nbstream import ChatWidget
 from nbstream.sources import ScriptedSource
 
@@ -35,12 +39,10 @@ def test_acks_show_up_as_render_times_in_trace_and_stats() -> None:
     w = ChatWidget(ScriptedSource(TEXT, rate=500), interval=0.02)
     sent: list[dict[str, object]] = []
 
-    def fake_view(msg: dict[str, object], buffers: object = None) -> None:
-        if msg.get("method") == "custom":
-            c = msg["content"]
-            sent.append(c)  # type: ignore[arg-type]
-            w._on_view_msg(w, {"kind": "ack", "id": c["id"], "seq": c["seq"],  # type: ignore[index]
-                               "render_ms": 1.5}, [])
+    def fake_view(msg: dict[str, Any], buffers: object = None) -> None:
+        for mid, seq, _ in delta_keys(msg):  # a view renders each delta and acks it
+            sent.append({"id": mid, "seq": seq})
+            w._on_view_msg(w, {"kind": "ack", "id": mid, "seq": seq, "render_ms": 1.5}, [])
 
     w._send = fake_view  # type: ignore[method-assign]
     r = w.send("go")

@@ -6,57 +6,14 @@ import _thread
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 import pytest
 from _sources import SlowLoading
+from _wire import Wire, delta_keys, view_text
 
 from nbstream import ChatWidget, ReplyError
 from nbstream.sources import IteratorSource, ScriptedSource
 from nbstream.sources.base import ChatMessage
-
-
-class Wire:
-    """Everything a widget sends to the view, in order."""
-
-    def __init__(self, w: ChatWidget) -> None:
-        self.msgs: list[dict[str, Any]] = []
-        self.lock = threading.Lock()
-        w._send = self._capture  # type: ignore[method-assign]
-
-    def _capture(self, msg: dict[str, Any], buffers: Any = None) -> None:
-        with self.lock:
-            self.msgs.append(msg)
-
-    def deltas(self, mid: str | None = None) -> list[dict[str, Any]]:
-        with self.lock:
-            return [m["content"] for m in self.msgs if m.get("method") == "custom"
-                    and (mid is None or m["content"]["id"] == mid)]
-
-    def states(self) -> list[list[dict[str, Any]]]:
-        with self.lock:
-            return [m["state"]["conversation"] for m in self.msgs
-                    if m.get("method") == "update" and "conversation" in m.get("state", {})]
-
-
-def view_text(wire: Wire, mid: str) -> str:
-    """Replay the wire with the view's sequence rules; return what it shows."""
-    text, seq = "", 0
-    with wire.lock:
-        msgs = list(wire.msgs)
-    for m in msgs:
-        if m.get("method") == "custom":
-            d = m["content"]
-            if d["id"] == mid and d["seq"] == seq + 1:
-                text, seq = text + d["text"], d["seq"]
-            else:
-                assert d["seq"] <= seq or d["id"] != mid, "gap in deltas"
-        elif m.get("method") == "update" and "conversation" in m["state"]:
-            for e in m["state"]["conversation"]:
-                if e["id"] == mid and e["seq"] >= seq:
-                    text, seq = e["text"], e["seq"]
-    return text
-
 
 TEXT = " ".join(f"word{i}" for i in range(400))
 
@@ -160,7 +117,7 @@ def test_stop_keeps_what_was_shown_and_sends_nothing_after() -> None:
     time.sleep(0.2)
     assert TEXT.startswith(r.text) and 0 < len(r.text) < len(TEXT)
     assert view_text(wire, r.id) == r.text
-    assert all(m.get("method") != "custom" for m in wire.msgs[n:])
+    assert all(not delta_keys(m) for m in wire.msgs[n:])
 
 
 def test_view_messages_drive_the_widget() -> None:
@@ -177,10 +134,13 @@ def test_view_messages_drive_the_widget() -> None:
     r.wait(2)
     assert r.status == "stopped"
     time.sleep(0.05)
-    before = len(wire.states())
-    w._on_view_msg(w, {"kind": "hello"}, [])  # a new view: state is re-sent even if unchanged
+    # a new view starts from the whole state (ipywidgets' request_state -> get_state)
+    state = w.get_state()
+    assert state["last_id"] == 2 and state["m2"]["status"] == "stopped"
+    before = len(wire.msgs)
+    w._on_view_msg(w, {"kind": "hello"}, [])  # nothing live: nothing to re-send
     time.sleep(0.1)
-    assert len(wire.states()) == before + 1
+    assert len(wire.msgs) == before
 
 
 def test_kernel_interrupt_during_wait_stops_the_reply() -> None:
@@ -265,5 +225,5 @@ def test_every_status_change_reaches_the_view() -> None:
     with wire.lock:
         msgs = list(wire.msgs)
     first_running = next(i for i, m in enumerate(msgs) if m.get("method") == "update"
-                         and m["state"]["conversation"][-1]["status"] == "running")
-    assert any(m.get("method") == "custom" for m in msgs[first_running:])
+                         and m["state"].get(r.id, {}).get("status") == "running")
+    assert any(delta_keys(m) for m in msgs[first_running:])

@@ -1,10 +1,18 @@
 /**
  * The per-view conversation model. Pure: no DOM, no clock, no I/O.
  *
- * Owns, per message, what this view holds (`text` and `seq`, plus status,
- * error, detail and stats) and what changed since the last frame took its
- * changes, so that the renderer touches only that: text appended, text
- * replaced, or the message's chrome (status and the rest).
+ * Owns, per message, what this view holds (its parts: `text`, the answer, and
+ * `reasoning`; `seq`; status, error, detail, stats, finish reason) and what
+ * changed since the last frame took its changes, so that the renderer touches
+ * only that: text or reasoning appended, replaced, or the message's chrome.
+ *
+ * Two ways in. A kernel of this version writes per-message keys, which
+ * keys.ts reads from the model and hands over with {@link Conversation.applyMeta}
+ * (the chrome), {@link Conversation.applyParts} (delta `seq` of a message,
+ * applied only as our seq + 1: keys are immutable, so the reader just asks
+ * again later) and {@link Conversation.remove}. Older kernels (and notebooks
+ * they saved) send a `conversation` list and `delta` custom messages, applied
+ * with the rules below.
  *
  * Applies the sequence rules of `nbstream/protocol.py`:
  * - a state entry whose seq is >= ours replaces our text (when it merely
@@ -28,6 +36,7 @@
 import {
   type DeltaMsg,
   FINAL_STATUSES,
+  type MessageMeta,
   type MessageState,
   type ResyncMsg,
   toMessageState,
@@ -42,6 +51,8 @@ export type Entry = MessageState;
 interface Tracked extends Entry {
   /** text appended since the last take, in arrival order */
   appended: string[];
+  /** reasoning appended since the last take */
+  reasoningAppended: string[];
   /** the text was replaced since the last take */
   replaced: boolean;
   /** role, status, error, detail, stats or pane changed since the last take */
@@ -61,6 +72,8 @@ export interface MessageChange {
   readonly replaced: boolean;
   /** text to append to what was rendered (empty when `replaced`) */
   readonly appended: string;
+  /** reasoning to append to what was rendered (empty when `replaced`) */
+  readonly reasoningAppended: string;
   /** the message's chrome changed (role, status, error, detail, stats) */
   readonly meta: boolean;
 }
@@ -84,6 +97,12 @@ export interface DeltaResult {
   readonly outcome: DeltaOutcome;
   /** the resync to send, or null (none needed, or one is outstanding) */
   readonly resync: ResyncMsg | null;
+}
+
+/** The number of an id `m<n>` (ids of older kernels or tests: Infinity, kept in arrival order). */
+function idNumber(id: string): number {
+  const m = /^m(\d+)$/.exec(id);
+  return m === null ? Number.POSITIVE_INFINITY : Number(m[1]);
 }
 
 function sameStats(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
@@ -159,6 +178,7 @@ export class Conversation {
         this.entries.set(s.id, {
           ...s,
           appended: [],
+          reasoningAppended: [],
           replaced: true,
           meta: true,
           delta: false,
@@ -187,41 +207,166 @@ export class Conversation {
   }
 
   private applyEntry(e: Tracked, s: MessageState): void {
-    if (s.seq >= e.seq && s.text !== e.text) {
-      if (!e.replaced && s.text.startsWith(e.text)) {
+    if (s.seq >= e.seq && (s.text !== e.text || s.reasoning !== e.reasoning)) {
+      if (!e.replaced && s.text.startsWith(e.text) && s.reasoning.startsWith(e.reasoning)) {
         e.appended.push(s.text.slice(e.text.length));
+        e.reasoningAppended.push(s.reasoning.slice(e.reasoning.length));
       } else {
         e.replaced = true;
         e.appended = [];
+        e.reasoningAppended = [];
       }
       e.text = s.text;
+      e.reasoning = s.reasoning;
       this.dirty.add(e);
     }
     if (s.seq > e.seq) {
       e.seq = s.seq;
     }
     this.checkRepaired(e);
+    this.applyChrome(e, s);
+  }
+
+  /** Takes role, status, error, detail, stats, pane and finish reason; marks meta if any differ. */
+  private applyChrome(
+    e: Tracked,
+    s: Omit<MessageState, "id" | "text" | "reasoning" | "seq" | "error" | "detail"> & {
+      error?: string | null;
+      detail?: string | null;
+    },
+  ): void {
+    const error = s.error ?? null;
+    const detail = s.detail ?? null;
     if (
       e.role !== s.role ||
       e.status !== s.status ||
-      e.error !== s.error ||
-      e.detail !== s.detail ||
+      e.error !== error ||
+      e.detail !== detail ||
       e.pane !== s.pane ||
+      e.finish_reason !== s.finish_reason ||
       !sameStats(e.stats, s.stats)
     ) {
       e.role = s.role;
       e.status = s.status;
-      e.error = s.error;
-      e.detail = s.detail;
+      e.error = error;
+      e.detail = detail;
       e.stats = s.stats;
       if (s.pane === undefined) {
         delete e.pane;
       } else {
         e.pane = s.pane;
       }
+      if (s.finish_reason === undefined) {
+        delete e.finish_reason;
+      } else {
+        e.finish_reason = s.finish_reason;
+      }
       e.meta = true;
       this.dirty.add(e);
     }
+  }
+
+  /** The number of the last delta applied to message `id` (-1: no such message). */
+  seqOf(id: string): number {
+    return this.entries.get(id)?.seq ?? -1;
+  }
+
+  /**
+   * Creates or updates message `id` (ids `m<n>` are kept in the order of `n`)
+   * from its meta key: everything but an assistant's text, which comes in deltas.
+   */
+  applyMeta(id: string, meta: MessageMeta): void {
+    let e = this.entries.get(id);
+    if (e === undefined) {
+      e = {
+        id,
+        role: meta.role,
+        text: "",
+        reasoning: "",
+        seq: 0,
+        status: meta.status,
+        error: null,
+        detail: null,
+        stats: {},
+        appended: [],
+        reasoningAppended: [],
+        replaced: true,
+        meta: true,
+        delta: false,
+        gapUntil: null,
+        gapAt: 0,
+      };
+      this.entries.set(id, e);
+      this.insertOrdered(id);
+      this.dirty.add(e);
+    }
+    if (meta.text !== undefined && meta.text !== e.text) {
+      e.text = meta.text; // a prompt's text travels in its meta
+      e.replaced = true;
+      e.appended = [];
+      this.dirty.add(e);
+    }
+    this.applyChrome(e, meta);
+  }
+
+  /**
+   * Applies delta `seq` of message `id` (from its key) if it is the next one;
+   * returns whether it did. Unlike an older kernel's delta, it is applied to a
+   * final message too: a final meta says how many deltas the message has.
+   */
+  applyParts(id: string, seq: number, parts: { text: string; reasoning: string }): boolean {
+    const e = this.entries.get(id);
+    if (e === undefined || seq !== e.seq + 1) {
+      return false;
+    }
+    this.appendDelta(e, seq, parts.text, parts.reasoning);
+    return true;
+  }
+
+  /** Forgets message `id` (removed by Clear or Regenerate). */
+  remove(id: string): void {
+    const e = this.entries.get(id);
+    if (e === undefined) {
+      return;
+    }
+    this.dirty.delete(e);
+    this.entries.delete(id);
+    this.order = this.order.filter((x) => x !== id);
+    this.orderChanged = true;
+  }
+
+  /** The ids of the messages held, in order. */
+  ids(): readonly string[] {
+    return this.order;
+  }
+
+  private insertOrdered(id: string): void {
+    const n = idNumber(id);
+    let i = this.order.length;
+    while (i > 0 && idNumber(this.order[i - 1] as string) > n) {
+      i--;
+    }
+    this.order.splice(i, 0, id);
+    this.orderChanged = true;
+  }
+
+  private appendDelta(e: Tracked, seq: number, text: string, reasoning: string): void {
+    e.seq = seq;
+    this.checkRepaired(e);
+    if (text.length > 0) {
+      e.text += text;
+      if (!e.replaced) {
+        e.appended.push(text);
+      }
+    }
+    if (reasoning.length > 0) {
+      e.reasoning += reasoning;
+      if (!e.replaced) {
+        e.reasoningAppended.push(reasoning);
+      }
+    }
+    e.delta = true;
+    this.dirty.add(e);
   }
 
   /**
@@ -254,16 +399,7 @@ export class Conversation {
       e.gapAt = now;
       return { outcome: "gap", resync: { kind: "resync", id: e.id, have: e.seq } };
     }
-    e.seq = d.seq;
-    this.checkRepaired(e);
-    if (d.text.length > 0) {
-      e.text += d.text;
-      if (!e.replaced) {
-        e.appended.push(d.text);
-      }
-    }
-    e.delta = true;
-    this.dirty.add(e);
+    this.appendDelta(e, d.seq, d.text, d.reasoning ?? "");
     return { outcome: "applied", resync: null };
   }
 
@@ -282,13 +418,21 @@ export class Conversation {
     const acks: { id: string; seq: number }[] = [];
     for (const e of this.dirty) {
       const appended = e.replaced ? "" : e.appended.join("");
-      if (e.replaced || appended.length > 0 || e.meta) {
-        messages.push({ entry: e, replaced: e.replaced, appended, meta: e.meta });
+      const reasoningAppended = e.replaced ? "" : e.reasoningAppended.join("");
+      if (e.replaced || appended.length > 0 || reasoningAppended.length > 0 || e.meta) {
+        messages.push({
+          entry: e,
+          replaced: e.replaced,
+          appended,
+          reasoningAppended,
+          meta: e.meta,
+        });
       }
       if (e.delta) {
         acks.push({ id: e.id, seq: e.seq });
       }
       e.appended = [];
+      e.reasoningAppended = [];
       e.replaced = false;
       e.meta = false;
       e.delta = false;

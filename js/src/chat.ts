@@ -5,11 +5,13 @@
  * only the view differs (view.ts for chat and stream, compare.ts for compare),
  * and each view renders its messages with messages.ts.
  *
- * Data flow: the `conversation` trait and delta messages go into the buffer
- * (buffer.ts), which says whether a frame is due or a resync must be sent; the
- * frame loop (frame.ts) renders the buffer's changes into the view once per
+ * Data flow: after any change of the model, the per-message state keys are
+ * read into the buffer (keys.ts into buffer.ts), which says whether a frame is
+ * due; the reader says whether a resync must be sent. (An older kernel's
+ * `conversation` trait and delta messages go into the same buffer.) The frame
+ * loop (frame.ts) renders the buffer's changes into the view once per
  * animation frame and acks what it rendered. User actions from the view go to
- * the kernel as `send`, `stop`, `regenerate` and `clear` messages.
+ * the kernel as `send`, `stop`, `regenerate`, `clear` and `continue` messages.
  *
  * The `mode` trait is read once, when the view renders.
  * Everything here runs on the browser's main thread, in model callbacks and
@@ -26,6 +28,7 @@ import {
   newCounters,
 } from "./frame";
 import { browserIdle, type IdleScheduler } from "./highlight";
+import { type KeyModel, KeyReader } from "./keys";
 import {
   type ChatTraits,
   FINAL_STATUSES,
@@ -108,6 +111,7 @@ export function mountChat(
     },
     regenerate: () => send({ kind: "regenerate" }),
     clear: () => send({ kind: "clear" }),
+    continueReply: (id) => send({ kind: "continue", id }),
   };
   const viewOptions: ViewOptions = {
     idle,
@@ -152,6 +156,22 @@ export function mountChat(
   };
   const loop = new FrameLoop({ scheduler, now, render: (t) => render(t), ack: send, counters });
 
+  const keys = new KeyReader(model as unknown as KeyModel, conversation);
+  /** Any change of the model: read the per-message keys (cheap: only what can have changed). */
+  const onChange = (): void => {
+    if (!keys.present()) {
+      return;
+    }
+    const result = keys.sync(now());
+    counters.deltas += result.deltas;
+    for (const r of result.resyncs) {
+      counters.resyncs++;
+      send(r);
+    }
+    if (result.changed) {
+      loop.request();
+    }
+  };
   const onState = (): void => {
     if (conversation.applyState(model.get(STATE_TRAIT))) {
       loop.request();
@@ -176,6 +196,7 @@ export function mountChat(
   const onPlaceholder = (): void => view.setPlaceholder(text(model.get("placeholder")));
   const onPanes = (): void => view.setPanes(toPanes(model.get("panes")));
 
+  model.on("change", onChange);
   model.on(`change:${STATE_TRAIT}`, onState);
   model.on("msg:custom", onCustom);
   model.on("change:title", onTitle);
@@ -190,11 +211,19 @@ export function mountChat(
   el.appendChild(view.root);
   // The saved or current conversation is shown at once, not a frame later,
   // and without announcing its statuses.
-  conversation.applyState(model.get(STATE_TRAIT));
+  if (keys.present()) {
+    for (const r of keys.sync(now()).resyncs) {
+      counters.resyncs++;
+      send(r);
+    }
+  } else {
+    conversation.applyState(model.get(STATE_TRAIT));
+  }
   render(now(), false);
   send({ kind: "hello" });
 
   return () => {
+    model.off("change", onChange);
     model.off(`change:${STATE_TRAIT}`, onState);
     model.off("msg:custom", onCustom);
     model.off("change:title", onTitle);

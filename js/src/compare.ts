@@ -155,7 +155,10 @@ export class CompareView extends BaseView {
       for (const id of p.list.unpainted()) {
         const entry = this.lookup(id);
         if (entry !== undefined) {
-          p.list.paint({ entry, replaced: true, appended: "", meta: true }, now);
+          p.list.paint(
+            { entry, replaced: true, appended: "", reasoningAppended: "", meta: true },
+            now,
+          );
         }
       }
     }

@@ -5,11 +5,15 @@
  *
  *   div.nbs-scroll
  *     div.nbs-messages          the scrollable list; follows new text unless scrolled up
- *       div.nbs-message[data-id][data-role][data-status][data-pane]
+ *       div.nbs-message[data-id][data-role][data-status][data-pane][data-finish]
  *         span.nbs-who          who speaks, for screen readers only
+ *         details.nbs-reasoning the model's thinking (reasoning.ts), only in a reply
+ *                               that has some: a reply without looks as before
  *         div.nbs-text          the text: Markdown (.nbs-md, see incremental.ts) for
  *                               the assistant, plain Text nodes (text.ts) otherwise
- *         div.nbs-footer        span.nbs-status (a human label), button.nbs-copy-msg
+ *         div.nbs-footer        span.nbs-status (a human label), button.nbs-copy-msg,
+ *                               button.nbs-continue (a reply cut at the token limit,
+ *                               where the widget can continue it)
  *         details.nbs-detail    the traceback of an error, on demand
  *     button.nbs-jump           "Jump to latest", while the user has scrolled up
  *
@@ -24,6 +28,7 @@ import type { Entry, MessageChange } from "./buffer";
 import type { Highlighter } from "./highlight";
 import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { FINAL_STATUSES } from "./protocol";
+import { ReasoningBlock } from "./reasoning";
 import { isWaiting, LiveRate, statusLabel } from "./status";
 import { TextSink } from "./text";
 
@@ -40,6 +45,8 @@ export interface ListOptions {
   signal: AbortSignal;
   /** the list's accessible name */
   label: string;
+  /** a reply cut at the token limit gets a Continue button (chat) */
+  canContinue?: boolean;
 }
 
 /** Within this many pixels of the bottom, the list follows new text. */
@@ -62,6 +69,10 @@ interface MessageNode {
   footer: HTMLElement;
   status: HTMLElement;
   copy: HTMLButtonElement | null;
+  /** the reasoning block, once the message has reasoning */
+  reasoning: ReasoningBlock | null;
+  /** the Continue button, once the message was cut at the token limit */
+  cont: HTMLButtonElement | null;
   detail: HTMLDetailsElement | null;
   detailText: string | null;
   entry: Readonly<Entry> | null;
@@ -203,6 +214,17 @@ export class MessageList {
       node.sink.replace(e.text);
       this.countChars(node, e.text.length);
     }
+    if (e.role === "assistant" && (e.reasoning !== "" || node.reasoning !== null)) {
+      if (node.reasoning === null) {
+        node.reasoning = new ReasoningBlock(
+          this.doc,
+          { highlighter: this.options.highlighter, markdown: this.options.markdown },
+          this.options.signal,
+        );
+        node.textEl.before(node.reasoning.el);
+      }
+      node.reasoning.paint(e, replaced, change.reasoningAppended, now);
+    }
     const statusChanged = node.shownStatus !== e.status;
     this.updateChrome(node, e, now);
     return statusChanged && e.role === "assistant" ? node.shownLabel : null;
@@ -253,6 +275,8 @@ export class MessageList {
       length: 0,
       status,
       copy: null,
+      reasoning: null,
+      cont: null,
       detail: null,
       detailText: null,
       entry: null,
@@ -361,7 +385,29 @@ export class MessageList {
           ? "TTFT: time to first token. A piece is what the source emitted at once (a token for a local model)."
           : "";
     }
-    const footerHidden = node.status.hidden && (node.copy === null || node.copy.hidden);
+    const finish = e.finish_reason === undefined ? undefined : String(e.finish_reason);
+    if (node.el.dataset.finish !== finish) {
+      if (finish === undefined) {
+        delete node.el.dataset.finish;
+      } else {
+        node.el.dataset.finish = finish;
+      }
+      const cut = e.finish_reason === "length" && this.options.canContinue === true;
+      if (cut && node.cont === null) {
+        node.cont = makeButton(
+          this.doc,
+          "nbs-continue",
+          "Continue",
+          "Ask the model to go on from where it was cut",
+        );
+        (node.copy ?? node.status).after(node.cont);
+      } else if (!cut && node.cont !== null) {
+        node.cont.remove();
+        node.cont = null;
+      }
+    }
+    const footerHidden =
+      node.status.hidden && (node.copy === null || node.copy.hidden) && node.cont === null;
     if (node.footer.hidden !== footerHidden) {
       node.footer.hidden = footerHidden;
     }

@@ -4,16 +4,23 @@
  * Mirrors `nbstream/protocol.py`; change both together. The direction rules
  * and the sequence rules are written down there; in short:
  *
- * - Kernel -> view, synced state: the `conversation` trait, a list of
- *   {@link MessageState}, written only when something other than text changed
- *   (or when a view asked to be brought up to date), never per token.
- * - Kernel -> view, custom messages: {@link DeltaMsg}, at most one per stream
- *   per flush interval. Each message numbers its deltas from 1.
+ * - Kernel -> view: ordinary ipywidgets `update` messages, one per pump step,
+ *   whose keys are per message, so a change costs its own size and never the
+ *   conversation's: `"m<i>"` a message's {@link MessageMeta} (null once
+ *   removed), `"m<i>.<s>"` the s-th delta of that message ({@link DeltaBody},
+ *   immutable), `"last_id"` (ids `m1 .. m<last_id>` are enumerated in order),
+ *   `"live"` (`{id: seq}` of streaming messages, to notice a lost delta) and
+ *   `"removed"` (a counter: rescan for removed messages). The front-end model
+ *   keeps every key, so a saved notebook holds the whole conversation; a view
+ *   reads the keys from the model (keys.ts), whatever order they came in.
  * - View -> kernel, custom messages: {@link SendMsg}, {@link StopMsg},
- *   {@link RegenerateMsg} and {@link ClearMsg} (user commands), {@link HelloMsg}
- *   when a view renders, {@link ResyncMsg}
- *   on a sequence gap or an unknown message, {@link AckMsg} after the frame
- *   that rendered a delta.
+ *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg} (user
+ *   commands), {@link HelloMsg} when a view renders, {@link ResyncMsg} when
+ *   `live` or a final meta names deltas the model lacks, {@link AckMsg} after
+ *   the frame that rendered a delta.
+ * - Older kernels: a `conversation` list trait of whole messages and `delta`
+ *   custom messages ({@link DeltaMsg}); still shown (saved notebooks), never
+ *   sent by a kernel of this version.
  *
  * Anything that arrives over the wire is checked by the guards below before
  * use: a stale bundle or a newer kernel must degrade, not throw.
@@ -39,11 +46,38 @@ export const FINAL_STATUSES: ReadonlySet<string> = new Set<Status>([
 
 export type Role = "user" | "assistant" | "system";
 
-/** One message as the view sees it (an entry of the `conversation` trait). */
+/** The types of part a message is made of; a view ignores a type it does not know. */
+export type PartType = "reasoning" | "answer";
+
+/** What one delta appends: a string (all answer), or `[type, text]` runs in order. */
+export type DeltaBody = string | [string, string][];
+
+/** A message's key `m<i>`: everything but an assistant's text. */
+export interface MessageMeta {
+  role: Role;
+  /** number of the last delta of this message: the view has all of it once it has 1..seq */
+  seq: number;
+  status: Status;
+  stats: Record<string, unknown>;
+  /** one-line error for `error` / `timeout` */
+  error?: string | null;
+  /** details (traceback) shown on demand */
+  detail?: string | null;
+  pane?: number;
+  /** a user message's text */
+  text?: string;
+  /** why a finished reply ended; null: the stream ended with no end marker; absent: live */
+  finish_reason?: string | null;
+}
+
+/** One message as the view holds it. */
 export interface MessageState {
   id: string;
   role: Role;
+  /** the answer (or the prompt) */
   text: string;
+  /** the reasoning ("" if none) */
+  reasoning: string;
   /** number of the last delta already contained in `text` (0: none) */
   seq: number;
   status: Status;
@@ -55,14 +89,19 @@ export interface MessageState {
   stats: Record<string, unknown>;
   /** `Compare`: the pane (index into the `panes` trait) of an assistant message */
   pane?: number;
+  /** why a finished reply ended (see {@link MessageMeta}) */
+  finish_reason?: string | null;
 }
 
-/** Kernel -> view: `text` is appended to message `id`. */
+/** One delta to apply: what the `m<i>.<s>` key (or an older kernel's message) carries. */
 export interface DeltaMsg {
   kind: "delta";
   id: string;
   seq: number;
+  /** the answer text it appends */
   text: string;
+  /** the reasoning it appends (absent: none) */
+  reasoning?: string;
 }
 
 /** View -> kernel: the user sent a prompt. */
@@ -88,6 +127,12 @@ export interface ClearMsg {
   kind: "clear";
 }
 
+/** View -> kernel: ask the model to go on from reply `id` (cut at the token limit). */
+export interface ContinueMsg {
+  kind: "continue";
+  id: string;
+}
+
 /** View -> kernel: a view was rendered; bring it up to date. */
 export interface HelloMsg {
   kind: "hello";
@@ -108,11 +153,32 @@ export interface AckMsg {
   render_ms: number;
 }
 
-export type ViewMsg = SendMsg | StopMsg | RegenerateMsg | ClearMsg | HelloMsg | ResyncMsg | AckMsg;
-export type KernelMsg = DeltaMsg;
+export type ViewMsg =
+  | SendMsg
+  | StopMsg
+  | RegenerateMsg
+  | ClearMsg
+  | ContinueMsg
+  | HelloMsg
+  | ResyncMsg
+  | AckMsg;
 
-/** The synced trait that holds the conversation (a list of {@link MessageState}). */
+/** Older kernels' trait that held the whole conversation (a list of {@link MessageState}). */
 export const STATE_TRAIT = "conversation";
+/** The state keys that are not per message (see protocol.py). */
+export const LAST_ID_KEY = "last_id";
+export const LIVE_KEY = "live";
+export const REMOVED_KEY = "removed";
+
+/** The state key of message number `n`. */
+export function metaKey(n: number): string {
+  return `m${n}`;
+}
+
+/** The state key of delta `seq` of message `id`. */
+export function deltaKey(id: string, seq: number): string {
+  return `${id}.${seq}`;
+}
 
 /** How the view lays the conversation out (the `mode` trait). */
 export type Mode =
@@ -128,6 +194,9 @@ export interface PaneInfo {
 /** The synced traits the view reads. Any of them may be absent. */
 export interface ChatTraits {
   [STATE_TRAIT]: MessageState[];
+  [LAST_ID_KEY]: number;
+  [LIVE_KEY]: Record<string, number>;
+  [REMOVED_KEY]: number;
   mode: string;
   title: string;
   placeholder: string;
@@ -151,8 +220,60 @@ export function isDeltaMsg(x: unknown): x is DeltaMsg {
     typeof x.id === "string" &&
     isSeq(x.seq) &&
     x.seq >= 1 &&
-    typeof x.text === "string"
+    typeof x.text === "string" &&
+    (x.reasoning === undefined || typeof x.reasoning === "string")
   );
+}
+
+/**
+ * A delta key's value as the answer and reasoning it appends; null when it is
+ * not a body (absent, removed, malformed). Runs of a type the view does not
+ * know are skipped.
+ */
+export function toDeltaParts(x: unknown): { text: string; reasoning: string } | null {
+  if (typeof x === "string") {
+    return { text: x, reasoning: "" };
+  }
+  if (!Array.isArray(x)) {
+    return null;
+  }
+  let text = "";
+  let reasoning = "";
+  for (const run of x) {
+    if (Array.isArray(run) && typeof run[1] === "string") {
+      if (run[0] === "answer") {
+        text += run[1];
+      } else if (run[0] === "reasoning") {
+        reasoning += run[1];
+      }
+    }
+  }
+  return { text, reasoning };
+}
+
+/** A message's meta key, checked and completed; null when it is absent or removed. */
+export function toMessageMeta(x: unknown): MessageMeta | null {
+  if (!isRecord(x)) {
+    return null;
+  }
+  const meta: MessageMeta = {
+    role: (typeof x.role === "string" ? x.role : "assistant") as Role,
+    seq: isSeq(x.seq) ? x.seq : 0,
+    status: (typeof x.status === "string" ? x.status : "done") as Status,
+    stats: isRecord(x.stats) ? x.stats : {},
+    error: optionalString(x.error),
+    detail: optionalString(x.detail),
+  };
+  if (isSeq(x.pane)) {
+    meta.pane = x.pane;
+  }
+  if (typeof x.text === "string") {
+    meta.text = x.text;
+  }
+  if (x.finish_reason === null || typeof x.finish_reason === "string") {
+    meta.finish_reason = x.finish_reason;
+  }
+  return meta;
 }
 
 function optionalString(x: unknown): string | null {
@@ -185,6 +306,7 @@ export function toMessageState(x: unknown): MessageState | null {
     id: x.id,
     role: (typeof x.role === "string" ? x.role : "assistant") as Role,
     text: typeof x.text === "string" ? x.text : "",
+    reasoning: typeof x.reasoning === "string" ? x.reasoning : "",
     seq: isSeq(x.seq) ? x.seq : 0,
     status: (typeof x.status === "string" ? x.status : "done") as Status,
     error: optionalString(x.error),
@@ -193,6 +315,9 @@ export function toMessageState(x: unknown): MessageState | null {
   };
   if (isSeq(x.pane)) {
     state.pane = x.pane;
+  }
+  if (x.finish_reason === null || typeof x.finish_reason === "string") {
+    state.finish_reason = x.finish_reason;
   }
   return state;
 }

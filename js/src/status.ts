@@ -51,6 +51,28 @@ export function statsSummary(stats: Record<string, unknown>): string {
   return parts.join(" · ");
 }
 
+/**
+ * Why a finished reply ended, where that is news: "cut at 256 tokens" (the
+ * token limit), "the stream ended without an end marker" (finish reason null:
+ * a server's stream stopped with neither a finish reason nor `[DONE]`), the
+ * source's own reason when unusual ("abort", "tool_calls"); "" otherwise.
+ */
+export function finishNote(e: Readonly<Entry>): string {
+  const reason = e.finish_reason;
+  if (reason === undefined || e.status !== "done") {
+    return "";
+  }
+  if (reason === null) {
+    return "the stream ended without an end marker";
+  }
+  if (reason === "length") {
+    const usage = e.stats.usage as Record<string, unknown> | undefined;
+    const n = finite(e.stats.tokens) ?? finite(usage?.completion_tokens);
+    return n === null ? "cut at the token limit" : `cut at ${plural(n, "token")}`;
+  }
+  return reason === "stop" ? "" : `ended: ${reason}`;
+}
+
 /** The human label for a message's status ("" where none is shown). */
 export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null): string {
   const status: string = e.status;
@@ -64,7 +86,7 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
       return "loading model…";
     case "running":
       if (e.text.length === 0) {
-        return "waiting for first token…";
+        return e.reasoning === "" ? "waiting for first token…" : "thinking…";
       }
       return charsPerS === null ? "streaming" : `streaming · ≈ ${rate(charsPerS)} chars/s`;
     case "done":
@@ -72,8 +94,9 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
       if (e.role !== "assistant") {
         return status === "done" ? "" : status;
       }
+      const head = [status, finishNote(e)].filter((x) => x !== "").join(" · ");
       const summary = statsSummary(e.stats);
-      return summary === "" ? status : `${status} · ${summary}`;
+      return summary === "" ? head : `${head} · ${summary}`;
     }
     case "error":
       return e.error ? `error: ${e.error}` : "error";
@@ -87,7 +110,9 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
 /** Whether the status line shows the "working" indicator. */
 export function isWaiting(e: Readonly<Entry>): boolean {
   return (
-    e.status === "queued" || e.status === "loading" || (e.status === "running" && e.text === "")
+    e.status === "queued" ||
+    e.status === "loading" ||
+    (e.status === "running" && e.text === "" && e.reasoning === "")
   );
 }
 

@@ -44,6 +44,8 @@ export interface ViewActions {
   stopPane(pane: number): boolean;
   regenerate(): void;
   clear(): void;
+  /** chat: ask the model to go on from reply `id` (cut at the token limit) */
+  continueReply(id: string): void;
 }
 
 /** The conversation as the buttons see it. */
@@ -186,8 +188,9 @@ export abstract class BaseView implements WidgetView {
     this.highlighter?.flush();
   }
 
-  protected newList(label: string): MessageList {
+  protected newList(label: string, canContinue = false): MessageList {
     const list = new MessageList(this.doc, {
+      canContinue,
       highlighter: this.highlighter,
       markdown: this.options.markdown ?? "incremental",
       onChars: this.options.onChars,
@@ -273,10 +276,21 @@ export abstract class BaseView implements WidgetView {
     if (button.classList.contains("nbs-copy-code")) {
       const code = button.closest(".nbs-code")?.querySelector("pre > code");
       this.copy(button, code?.textContent ?? "");
-    } else if (button.classList.contains("nbs-copy-msg")) {
+    } else if (
+      button.classList.contains("nbs-copy-msg") ||
+      button.classList.contains("nbs-copy-reasoning")
+    ) {
       const id = button.closest<HTMLElement>(".nbs-message")?.dataset.id;
-      const list = this.lists.find((l) => l.el.contains(button));
-      this.copy(button, id === undefined ? "" : (list?.entry(id)?.text ?? ""));
+      const entry =
+        id === undefined ? null : this.lists.find((l) => l.el.contains(button))?.entry(id);
+      const reasoning = button.classList.contains("nbs-copy-reasoning");
+      this.copy(button, (reasoning ? entry?.reasoning : entry?.text) ?? "");
+    } else if (button.classList.contains("nbs-continue")) {
+      const id = button.closest<HTMLElement>(".nbs-message")?.dataset.id;
+      if (id !== undefined) {
+        button.disabled = true;
+        this.actions.continueReply(id);
+      }
     } else if (button.classList.contains("nbs-img")) {
       ev.preventDefault(); // a placeholder inside a link loads the image, and only that
       this.loadImage(button);
@@ -345,7 +359,7 @@ export class ChatView extends BaseView {
   ) {
     super(doc, actions, options, layout);
     this.stream = layout === "stream";
-    this.messages = this.newList(this.stream ? "Answer" : "Conversation");
+    this.messages = this.stream ? this.newList("Answer") : this.newList("Conversation", true);
     const opts = { signal: this.listeners.signal };
 
     if (this.stream) {

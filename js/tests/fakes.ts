@@ -26,6 +26,29 @@ export class FakeModel implements AnyModel<ChatTraits> {
   set<K extends keyof ChatTraits>(key: K, value: ChatTraits[K]): void {
     this.traits[key] = value;
     this.emit(`change:${key}`);
+    this.emit("change");
+  }
+
+  /**
+   * An ipywidgets `update` message from the kernel, as Backbone applies it:
+   * every key set first, then one `change:<key>` per key that changed, then
+   * one `change`. A value equal to the one held is no change (Backbone compares).
+   */
+  update(state: Record<string, unknown>): void {
+    const loose = this.traits as Record<string, unknown>;
+    const changed: string[] = [];
+    for (const [k, v] of Object.entries(state)) {
+      if (JSON.stringify(loose[k]) !== JSON.stringify(v)) {
+        changed.push(k);
+      }
+      loose[k] = v;
+    }
+    for (const k of changed) {
+      this.emit(`change:${k}`);
+    }
+    if (changed.length > 0) {
+      this.emit("change");
+    }
   }
 
   on(eventName: string, callback: Handler): void {
@@ -131,6 +154,7 @@ export function message(id: string, over: Partial<MessageState> = {}): MessageSt
     id,
     role: "assistant",
     text: "",
+    reasoning: "",
     seq: 0,
     status: "running",
     error: null,

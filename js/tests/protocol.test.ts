@@ -2,11 +2,18 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  deltaKey,
   FINAL_STATUSES,
+  LAST_ID_KEY,
+  LIVE_KEY,
+  type MessageMeta,
   type MessageState,
+  metaKey,
+  REMOVED_KEY,
   STATE_TRAIT,
   type Status,
   type StopMsg,
+  toMessageMeta,
   toMessageState,
   type ViewMsg,
 } from "../src/protocol";
@@ -25,8 +32,40 @@ const block = (start: RegExp): string => {
 const quoted = (text: string) => [...text.matchAll(/"([a-z_]+)"/g)].map((m) => m[1]);
 
 describe("protocol mirrors protocol.py", () => {
-  it("the trait that holds the conversation", () => {
-    expect(py).toMatch(new RegExp(`The trait \`\`${STATE_TRAIT}\`\` holds`));
+  it("the state keys", () => {
+    expect(py).toMatch(new RegExp(`older nbstream,[\\s\\S]*\`\`${STATE_TRAIT}\`\` list`));
+    for (const [name, key] of [
+      ["LAST_ID_KEY", LAST_ID_KEY],
+      ["LIVE_KEY", LIVE_KEY],
+      ["REMOVED_KEY", REMOVED_KEY],
+    ]) {
+      expect(py).toMatch(new RegExp(`^${name} = "${key}"$`, "m"));
+    }
+    expect(metaKey(17)).toBe("m17");
+    expect(deltaKey("m17", 3)).toBe("m17.3");
+    expect(py).toMatch(/return f"m\{number\}"/);
+    expect(py).toMatch(/return f"\{message_id\}\.\{seq\}"/);
+  });
+
+  it("MessageMeta fields, the optional ones apart", () => {
+    const fields = (start: RegExp) =>
+      [...block(start).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]).sort();
+    const meta = toMessageMeta({}) as MessageMeta;
+    expect(fields(/^class MessageMeta\(/m)).toEqual(
+      Object.keys(meta)
+        .filter((k) => k !== "error" && k !== "detail")
+        .sort(),
+    );
+    const full = toMessageMeta({
+      pane: 1,
+      text: "t",
+      finish_reason: null,
+      error: "e",
+      detail: "d",
+    });
+    expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
+      ["detail", "error", "finish_reason", "pane", "text"].filter((k) => k in (full as object)),
+    );
   });
 
   it("statuses and final statuses", () => {
@@ -48,11 +87,11 @@ describe("protocol mirrors protocol.py", () => {
       [...block(start).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]).sort();
     const required = Object.keys(toMessageState({ id: "x" }) as MessageState);
     expect(fields(/^class MessageState\(/m)).toEqual(required.sort());
-    const optional = Object.keys(toMessageState({ id: "x", pane: 1 }) as MessageState).filter(
-      (k) => !required.includes(k),
-    );
+    const optional = Object.keys(
+      toMessageState({ id: "x", pane: 1, finish_reason: "stop" }) as MessageState,
+    ).filter((k) => !required.includes(k));
     expect(fields(/^class MessageStateExtras\(TypedDict, total=False\)/m)).toEqual(optional.sort());
-    expect(optional).toEqual(["pane"]);
+    expect(optional.sort()).toEqual(["finish_reason", "pane"]);
   });
 
   it("StopMsg fields", () => {
@@ -68,6 +107,7 @@ describe("protocol mirrors protocol.py", () => {
       stop: true,
       regenerate: true,
       clear: true,
+      continue: true,
       hello: true,
       resync: true,
       ack: true,

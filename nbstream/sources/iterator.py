@@ -66,7 +66,7 @@ class IteratorSource(Source):
         if hasattr(produced, "__aiter__"):
             outcome = _drain_async(produced, emit, cancel, ending)  # type: ignore[arg-type]
         else:
-            outcome = _drain_sync(produced, emit, cancel, ending)  # type: ignore[arg-type]
+            outcome = _drain_sync(produced, emit, cancel, ending)
         if finish is not None and not cancel.is_set():
             finish()
         return outcome

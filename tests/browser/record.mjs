@@ -236,6 +236,9 @@ export async function assistantTexts(page, index = 0) {
       pane: m.dataset.pane ?? null,
       status: m.dataset.status,
       text: m.querySelector('.nbs-text')?.textContent ?? '',
+      // the reasoning block (null: none) and whether it is open
+      reasoning: m.querySelector('.nbs-reasoning-text')?.textContent ?? null,
+      reasoning_open: m.querySelector('details.nbs-reasoning')?.open ?? null,
     }));
   }, index);
 }

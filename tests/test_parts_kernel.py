@@ -1,0 +1,70 @@
+"""Per-message state in a real kernel: what a turn costs on IOPub (the same at turn 30
+as at turn 1), and what nbclient saves with ``store_widget_state=True`` (the whole
+conversation, reasoning included, with no end-of-reply re-send of the text)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+from _wire import conversation_of
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import turn_bytes  # noqa: E402
+
+pytestmark = pytest.mark.kernel
+
+
+def test_a_turn_costs_the_same_at_turn_30_as_at_turn_1() -> None:
+    got = turn_bytes.measure(str(ROOT), turns=30, chars=2000, rate=4000.0)
+    assert got["origin"].startswith(str(ROOT))  # this tree's nbstream
+    assert got["texts_ok"]
+    sizes = [b for b, _ in got["turns"]]
+    assert max(sizes) <= 1.10 * sizes[0] and min(sizes) >= 0.9 * sizes[0]
+    first, messages = got["turns"][0]
+    text = got["text_chars"] + len("question 1")
+    # the text travels once: <= 1.2x the text + 150 B per comm message
+    assert text < first <= 1.2 * text + 150 * messages
+
+
+SAVED = '''
+import time
+from nbstream import ChatWidget
+from nbstream.pieces import Reasoning
+from nbstream.sources import IteratorSource
+
+def think(messages):
+    for i in range(40):
+        yield Reasoning(f"r{i} ")
+        time.sleep(0.002)  # the scenario: pieces over a few flush intervals
+    for i in range(60):
+        yield f"a{i} "
+        time.sleep(0.002)
+
+chat = ChatWidget(IteratorSource(think))
+chat.send("first").wait()
+chat.send("second").wait()
+time.sleep(0.1)
+chat
+'''
+
+
+def test_nbclient_saves_the_whole_conversation_with_its_reasoning() -> None:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SAVED)])
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True)
+    client.execute()
+    models = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    (state,) = [m["state"] for m in models.values() if "last_id" in m["state"]]
+    shown = conversation_of(state)
+    reasoning = "".join(f"r{i} " for i in range(40))
+    answer = "".join(f"a{i} " for i in range(60))
+    assert [(e["role"], e["text"], e["reasoning"]) for e in shown] == [
+        ("user", "first", ""), ("assistant", answer, reasoning),
+        ("user", "second", ""), ("assistant", answer, reasoning)]
+    assert all(e["have"] == e["seq"] and e["status"] == "done" for e in shown)
+    assert shown[1]["finish_reason"] == "stop" and "reasoning_ms" in shown[1]["stats"]
+    assert state["live"] == {}
