@@ -14,6 +14,7 @@ animation frame, so neither the kernel nor the page freezes.
 from ._version import __version__
 from .chat import ChatWidget
 from .compare import Compare
+from .doctor import doctor
 from .logs import set_debug
 from .magic import load_ipython_extension
 from .reply import Reply, ReplyError
@@ -28,6 +29,7 @@ __all__ = [
     "ReplyError",
     "StreamView",
     "__version__",
+    "doctor",
     "load_ipython_extension",
     "set_debug",
     "stream",

@@ -30,6 +30,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from .doctor import warn_unsupported_frontend
 from .lanes import lane_for
 from .protocol import FINAL_STATUSES, MessageState
 from .pump import DEFAULT_INTERVAL, get_pump
@@ -111,6 +112,7 @@ class StreamingWidget(anywidget.AnyWidget):
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive (seconds)")
+        warn_unsupported_frontend()  # e.g. a marimo too old to take the pump's sends
         super().__init__(title=title, **kwargs)
         self.limits = Limits(first_token_timeout, stall_timeout, total_timeout)
         self.max_pending = max_pending
@@ -235,7 +237,9 @@ class StreamingWidget(anywidget.AnyWidget):
         # main thread or a subshell thread: enqueue or flag, never block
         try:
             kind = content.get("kind") if isinstance(content, dict) else None
-            if kind in ("hello", "resync"):
+            if kind == "hello":
+                self._pump.hello(self._channel)
+            elif kind == "resync":
                 self._pump.request_publish(self._channel)
             elif kind == "ack":
                 rid, seq, ms = content.get("id"), content.get("seq"), content.get("render_ms", 0.0)
