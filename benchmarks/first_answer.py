@@ -1,6 +1,7 @@
 """First answer of the embedded model on a fresh cache: the old conversion against the new.
 
-Run: ``.venv/bin/python benchmarks/first_answer.py`` (a few minutes on 2 cores).
+Run: ``.venv/bin/python benchmarks/first_answer.py [--skip-dtypes]`` (a few minutes on
+2 cores).
 
 Each figure comes from a fresh Python process (imports included, as a user's
 first ``ChatWidget()`` pays them) with ``NBSTREAM_CACHE_DIR`` pointed at a new
@@ -148,6 +149,7 @@ def dtypes() -> list[dict[str, object]]:
 
 def main() -> None:
     print(f"load average at start: {os.getloadavg()}  ({os.cpu_count()} CPUs)")
+    skip_dtypes = "--skip-dtypes" in sys.argv
     with tempfile.TemporaryDirectory() as old_cache, tempfile.TemporaryDirectory() as new_cache:
         for label, mode, cache in (("old (transformers, fp32)", "old", old_cache),
                                    ("new (gguf_llama, fp16)", "new", new_cache),
@@ -158,6 +160,9 @@ def main() -> None:
                   f"answer ({NEW_TOKENS} tokens max) {r['answer_s']:5.1f} s  "
                   f"cache {r['cache_mb']:4.0f} MB   load avg {os.getloadavg()[0]:.1f}")
             print(f"{'':28} answer: {r['answer']!r}")
+    if skip_dtypes:
+        print(f"load average at end: {os.getloadavg()}")
+        return
     print()
     print("stored dtype, loaded as ... on this CPU (greedy, 96 new tokens):")
     for row in dtypes():
