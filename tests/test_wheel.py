@@ -235,3 +235,15 @@ assert 'site-packages' in nbstream.__file__, nbstream.__file__
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_a_base_install_says_what_to_install_at_construction(installed: Path, tmp_path: Path) -> None:
+    # the venv really lacks the transformers extra and the model wheel: no simulation here
+    out = run(installed, "-c", """
+from nbstream import ChatWidget
+try:
+    ChatWidget()
+except ModuleNotFoundError as exc:
+    print(type(exc).__name__, exc)
+""", cwd=tmp_path)
+    assert out.startswith("ExtraMissing") and 'pip install "nbstream[transformers]"' in out
