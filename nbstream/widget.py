@@ -37,6 +37,7 @@ import anywidget
 import traitlets
 
 from . import lanes
+from .doctor import warn_unsupported_frontend
 from .options import Options
 from .protocol import (
     FINAL_STATUSES,
@@ -171,6 +172,7 @@ class StreamingWidget(anywidget.AnyWidget):
         # ``traits`` are set by the subclasses (mode, source_label...), never by users:
         # their constructors check user keyword arguments with parse_options()
         opts = options if options is not None else Options()
+        warn_unsupported_frontend()  # e.g. a marimo too old to take the pump's sends
         super().__init__(title=title, **traits)
         self.options = opts
         self.include_reasoning_in_history = opts.include_reasoning_in_history

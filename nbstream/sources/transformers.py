@@ -39,7 +39,7 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import Any
 
-from nbstream import devices
+from nbstream import devices, extras
 from nbstream.detok import IncrementalDecoder
 from nbstream.pieces import FinishReason, Outcome
 from nbstream.sources.base import ChatMessage, Emit, Source
@@ -286,8 +286,10 @@ class TransformersSource(Source):
         self._kind: str
         self._location: str | None = None
         if model is None:
+            extras.require_default_model()  # the fix, at construction (loading stays lazy)
             self._kind = "default"
         elif isinstance(model, (str, os.PathLike)):
+            extras.require_transformers()
             self._kind, self._location = _resolve_local("model", model)
             if self._kind == "gguf" and (load_in_4bit or load_in_8bit):
                 raise ValueError(
