@@ -22,9 +22,15 @@ streaming feel fast; after that a stream flushes at most once per interval,
 and all text that arrived in between travels as one delta. A stream that ends
 is settled at once, its unsent tail carried by the final state.
 
-Flow control (credits): a view acknowledges each delta after the frame that
-rendered it, with the time that frame's DOM work took. Once a view acks on a
-channel, each stream may have at most ``window`` unacknowledged deltas, and
+Flow control (credits): a view acknowledges the newest delta it rendered,
+with the DOM time of its frames, but sparsely (``js/src/frame.ts``): a
+message's first delta at once, then at most one round of acks per 250 ms, or
+after 8 unacknowledged deltas, and the last delta of a stream by a timer.
+Sparse, because every browser→kernel message makes the kernel publish a busy
+and an idle status to every client: an ack per frame tripled the traffic. So
+the window and the ack timeout below are sized for acks about 250 ms apart
+(the view's ``ACK_EVERY_DELTAS`` is half of ``DEFAULT_WINDOW``). Once a view
+acks on a channel, each stream may have at most ``window`` unacknowledged deltas, and
 the interval grows (up to ``ceiling``) with the reported render time and ack
 lag, so a slow browser or link gets fewer, larger deltas. The text keeps
 accumulating meanwhile: coalesced, never dropped. Acks are read on the
@@ -53,13 +59,17 @@ log = logging.getLogger("nbstream.pump")
 DEFAULT_INTERVAL = 0.04
 #: default budget of messages per second for all widgets together
 DEFAULT_MAX_RATE = 180.0  # leaves room under ~200/s for state updates
-#: flow control: deltas a view may leave unacknowledged before the pump waits
-DEFAULT_WINDOW = 4
+#: flow control: deltas a view may leave unacknowledged before the pump waits; the
+#: view acks at least every 8 (half of it) and at least every 250 ms, which at the
+#: default 25 deltas/s is ~7 deltas, so the window binds only when the view stalls
+DEFAULT_WINDOW = 16
 #: longest flush interval flow control may choose, seconds
 DEFAULT_CEILING = 0.25
 #: an unacknowledged delta older than this means acks are not coming (the kernel's
-#: main thread is busy, or the view went away): fall back to the plain bounded rate
-DEFAULT_ACK_TIMEOUT = 0.3
+#: main thread is busy, or the view went away): fall back to the plain bounded rate.
+#: Acks come ~250 ms apart, so the oldest unacknowledged delta is normally up to
+#: ~300 ms old (more in a loaded browser) before its ack arrives
+DEFAULT_ACK_TIMEOUT = 0.8
 #: while a stream runs and a view that used to ack has gone quiet for this long, the
 #: state is re-published every REPUBLISH_EVERY seconds: a reloaded page whose messages
 #: never reach the kernel (JupyterLab's commsOverSubshells can route them to a subshell
