@@ -23,8 +23,7 @@ interface BenchOptions {
  * `window.__nbstreamOptions = { markdown: "full", acks: "every-frame" }` before a view renders.
  */
 function benchOptions(el: HTMLElement): BenchOptions | undefined {
-  return (el.ownerDocument.defaultView as { __nbstreamOptions?: BenchOptions })
-    ?.__nbstreamOptions;
+  return (el.ownerDocument.defaultView as { __nbstreamOptions?: BenchOptions })?.__nbstreamOptions;
 }
 
 const render: Render<ChatTraits> = ({ model, el }) => {
