@@ -15,29 +15,66 @@
  * them all in one round:
  *
  * - at once for a message it has never acked (the kernel learns a view is there),
- * - at once when a message got {@link ACK_EVERY_DELTAS} deltas since its last
- *   ack (half the kernel's window, `pump.DEFAULT_WINDOW`: it never runs dry),
- * - at once when {@link ACK_GAP_MS} passed since the last round,
- * - otherwise by a timer when that gap has passed, so the last delta of a
- *   stream is always acked within the gap.
+ * - otherwise when its gap passed since its last round: {@link ACK_GAP_MS}, or
+ *   longer when many views stream at once, so that all the views on the page
+ *   together send about {@link PAGE_ACK_ROUNDS_PER_S} rounds a second (8
+ *   streaming widgets ack about once a second each); a round that must wait
+ *   goes by a timer,
+ * - so the last delta of a stream is always acked, by that timer.
  *
- * An ack carries the mean DOM time of the frames since the last round. So a
- * stream at the kernel's 25 deltas/s costs about 4 acks a second, not 25.
+ * An ack carries the mean DOM time of the frames since the last round. The
+ * kernel measures how often a view acks and sizes its window and ack timeout
+ * by it (`nbstream/pump.py`). A stream at the kernel's 25 deltas/s costs about
+ * 4 acks a second, not 25.
  *
  * The scheduler and the clock are injected so that tests drive frames by hand.
  * Runs on the browser's main thread only.
  */
 import type { AckMsg } from "./protocol";
 
-/** Least time between two rounds of acks, ms (the rounds the pacing needs). */
+/** Least time between two rounds of acks of one view, ms. */
 export const ACK_GAP_MS = 250;
-/** A message that received this many deltas since its last ack is acked at once. */
-export const ACK_EVERY_DELTAS = 8;
+/** Most rounds of acks a second for all the views of a page together. */
+export const PAGE_ACK_ROUNDS_PER_S = 8;
 
 /** What `setTimeout` / `clearTimeout` provide (the trailing ack). */
 export interface Timer {
   set(callback: () => void, ms: number): number;
   clear(handle: number): void;
+}
+
+/**
+ * The page's ack budget: when each view last rendered deltas. A view's gap
+ * between rounds is {@link ACK_GAP_MS}, or longer when many views stream at
+ * once, so that together they send about {@link PAGE_ACK_ROUNDS_PER_S} rounds
+ * a second. Each view keeps its own rhythm: no view waits on another's turn.
+ */
+export interface AckBudget {
+  active: Map<object, number>;
+}
+
+/** A view that rendered no delta for this long no longer counts as streaming, ms. */
+const ACTIVE_MS = 2000;
+const BUDGET = "__nbstreamAckBudget";
+
+/** The page-wide budget, on `globalThis` so that every copy of the bundle shares it. */
+export function pageAckBudget(): AckBudget {
+  const g = globalThis as { [BUDGET]?: AckBudget };
+  g[BUDGET] ??= { active: new Map() };
+  return g[BUDGET];
+}
+
+/** This view's gap between rounds at `now`, given the views streaming on the page. */
+function gapFor(budget: AckBudget, minGapMs: number, now: number): number {
+  let active = 0;
+  for (const [view, at] of budget.active) {
+    if (now - at > ACTIVE_MS) {
+      budget.active.delete(view);
+    } else {
+      active++;
+    }
+  }
+  return Math.max(minGapMs, (1000 * active) / PAGE_ACK_ROUNDS_PER_S);
 }
 
 let defaultGapMs = ACK_GAP_MS;
@@ -124,8 +161,10 @@ export interface FrameDeps {
   counters: Counters;
   /** runs the trailing ack round; `setTimeout` by default */
   timer?: Timer;
-  /** least ms between ack rounds; {@link ACK_GAP_MS} unless changed (0: an ack per frame) */
+  /** least ms between ack rounds; {@link ACK_GAP_MS} unless changed (0: an ack per frame, no page budget) */
   ackGapMs?: number;
+  /** the page's ack budget; {@link pageAckBudget} by default */
+  budget?: AckBudget;
 }
 
 export class FrameLoop {
@@ -142,10 +181,12 @@ export class FrameLoop {
   private trailing: number | null = null;
   private readonly timer: Timer;
   private readonly gapMs: number;
+  private readonly budget: AckBudget;
 
   constructor(private readonly deps: FrameDeps) {
     this.timer = deps.timer ?? globalTimer;
     this.gapMs = deps.ackGapMs ?? defaultGapMs;
+    this.budget = deps.budget ?? pageAckBudget();
   }
 
   /** Makes sure a frame will run; cheap to call once per arriving message. */
@@ -171,6 +212,7 @@ export class FrameLoop {
       this.timer.clear(this.trailing);
       this.trailing = null;
     }
+    this.budget.active.delete(this);
   }
 
   private readonly tick = (): void => {
@@ -196,17 +238,27 @@ export class FrameLoop {
     for (const a of acks) {
       this.owed.set(a.id, a.seq);
       const last = this.acked.get(a.id);
-      if (last === undefined || a.seq < last || a.seq - last >= ACK_EVERY_DELTAS) {
-        urgent = true;
+      if (last === undefined || a.seq < last) {
+        urgent = true; // a new message (or a new numbering): the kernel learns at once
       }
     }
     this.owedMs += renderMs;
     this.owedFrames++;
-    if (urgent || now() - this.lastRound >= this.gapMs) {
+    const t = now();
+    if (this.gapMs > 0) {
+      this.budget.active.set(this, t);
+    }
+    if (urgent || this.gapMs === 0) {
       this.payRound();
-    } else if (this.trailing === null) {
-      const wait = Math.max(0, this.lastRound + this.gapMs - now());
-      this.trailing = this.timer.set(this.onTrailing, wait);
+      return;
+    }
+    if (this.trailing === null) {
+      const at = this.lastRound + gapFor(this.budget, this.gapMs, t);
+      if (at <= t) {
+        this.payRound();
+      } else {
+        this.trailing = this.timer.set(this.onTrailing, at - t);
+      }
     }
   };
 
