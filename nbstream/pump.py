@@ -75,6 +75,9 @@ DEFAULT_CEILING = 0.25
 #: acks are not coming (the kernel's main thread is busy, or the view went away):
 #: fall back to the plain bounded rate
 DEFAULT_ACK_TIMEOUT = 0.8
+#: render time and ack lag are smoothed over about this many seconds (at least 20% per
+#: ack: an ack per frame smooths as before, an ack a second counts nearly alone)
+SMOOTHING = 0.25
 #: what a view is assumed to do before its period is measured (js/src/frame.ts ACK_GAP_MS)
 ASSUMED_ACK_PERIOD = 0.25
 #: one gap between acks counts at most this much in the period (a pause between two
@@ -183,12 +186,15 @@ class Pump:
                             log.debug("ack %s#%d: render %.1f ms, lag %.1f ms", stream_id, seq,
                                       render_ms, s.ack_lag_ms[-1])
                         ch.acks += 1
+                        # weights by time, so that sparse acks adapt as fast as dense ones
+                        a = 0.2
                         if ch.last_ack_at is not None:
                             gap = min(MAX_ACK_PERIOD, now - ch.last_ack_at)
                             ch.ack_period = 0.7 * ch.ack_period + 0.3 * gap
+                            a = max(a, 1.0 - math.exp(-gap / SMOOTHING))
                         ch.last_ack_at = now
-                        ch.render_ms_ewma = 0.8 * ch.render_ms_ewma + 0.2 * max(0.0, render_ms)
-                        ch.ack_lag_ms_ewma = 0.8 * ch.ack_lag_ms_ewma + 0.2 * s.ack_lag_ms[-1]
+                        ch.render_ms_ewma = (1 - a) * ch.render_ms_ewma + a * max(0.0, render_ms)
+                        ch.ack_lag_ms_ewma = (1 - a) * ch.ack_lag_ms_ewma + a * s.ack_lag_ms[-1]
                         self._woken = True
                         self._cond.notify()
                     return

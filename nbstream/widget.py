@@ -24,7 +24,6 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -34,23 +33,11 @@ from .lanes import lane_for
 from .protocol import FINAL_STATUSES, MessageState
 from .pump import DEFAULT_INTERVAL, get_pump
 from .reply import Reply, run_reply
+from .runtime import loader_esm, runtime_ref
 from .sources.base import ChatMessage, Source
 from .stream import Delta, Limits, Stream
 
 log = logging.getLogger("nbstream")
-
-_STATIC = Path(__file__).parent / "static"
-_MISSING_BUNDLE = """
-export default { render({ el }) {
-  el.textContent =
-    "nbstream: the front end is not built (run `make setup`, or `npm run build` in js/).";
-} };
-"""
-
-
-def _bundle(name: str, fallback: str) -> Path | str:
-    path = _STATIC / name
-    return path if path.exists() else fallback
 
 
 class UserTurn:
@@ -88,8 +75,14 @@ class StreamingWidget(anywidget.AnyWidget):
     commands in :meth:`_on_command`.
     """
 
-    _esm = _bundle("widget.js", _MISSING_BUNDLE)
-    _css = _bundle("widget.css", "")
+    # A small loader; the bundle and the CSS travel once per kernel in the shared
+    # runtime widget that ``_runtime`` names (runtime.py), not in every widget's state.
+    _esm = loader_esm()
+    _runtime = traitlets.Unicode("").tag(sync=True)
+
+    @traitlets.default("_runtime")
+    def _default_runtime(self) -> str:
+        return runtime_ref()
 
     #: the messages as the view sees them (written by the pump thread only)
     conversation = traitlets.List(traitlets.Dict()).tag(sync=True)

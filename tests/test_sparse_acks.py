@@ -162,3 +162,13 @@ def test_a_view_acking_sparsely_is_not_taken_for_a_silent_one() -> None:
     n0 = len(publishes)
     run(clock, pump, s, v, 5.0)
     assert len(publishes) == n0  # no periodic republish of the state
+
+
+def test_a_browser_that_slows_down_is_met_within_a_few_sparse_acks() -> None:
+    # 8 widgets: the view acks once a second; its renders go from 2 to 40 ms
+    clock, pump, ch, s, v, deltas, _ = setup(gap=1.0)
+    run(clock, pump, s, v, 2.0)
+    assert s.interval < 0.05
+    v.render_ms = 40.0
+    run(clock, pump, s, v, 3.0)  # three acks later
+    assert s.interval > 0.1  # 3 x the render time, within the ceiling

@@ -1,0 +1,80 @@
+"""The front end, shared: one widget per kernel carries the bundle and the CSS.
+
+Each nbstream widget's own ``_esm`` is a small loader (``js/src/loader.ts``,
+~1 KB) that names this model in its ``_runtime`` trait and imports the bundle
+from it. So the ~230 KB bundle and ~13 KB of CSS travel once per kernel, and
+a notebook saved with widget state (JupyterLab's "save widget state",
+nbclient's ``store_widget_state=True``) stores them once, however many widgets
+it shows; a reopened notebook or its nbconvert HTML renders from that saved
+copy with no kernel.
+
+The runtime is a plain ``@jupyter-widgets/base`` ``WidgetModel`` (no view, no
+anywidget), so every widget manager (JupyterLab, Notebook 7, nbconvert's
+html-manager) can restore it. :func:`runtime_ref` creates it on first use,
+on whichever thread builds the first widget (under a lock), and again if it
+was closed (``Widget.close_all()``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from pathlib import Path
+
+import ipywidgets
+import traitlets
+
+_STATIC = Path(__file__).parent / "static"
+_MISSING_BUNDLE = """
+export default { render({ el }) {
+  el.textContent =
+    "nbstream: the front end is not built (run `make setup`, or `npm run build` in js/).";
+} };
+"""
+
+
+class Runtime(ipywidgets.Widget):  # type: ignore[misc]
+    """The front-end bundle and CSS, synced once per kernel (see the module docstring)."""
+
+    #: the ES module every nbstream view renders with (js/src/index.ts, bundled)
+    bundle = traitlets.Unicode("").tag(sync=True)
+    #: the widgets' stylesheet, added to the page once per version
+    css = traitlets.Unicode("").tag(sync=True)
+    #: a hash of both: views share one import per page and version
+    version = traitlets.Unicode("").tag(sync=True)
+
+
+def _read(name: str, fallback: str) -> str:
+    path = _STATIC / name
+    return path.read_text(encoding="utf-8") if path.exists() else fallback
+
+
+def _new_runtime() -> Runtime:
+    bundle = _read("widget.js", _MISSING_BUNDLE)
+    css = _read("widget.css", "")
+    version = hashlib.sha256((bundle + "\0" + css).encode()).hexdigest()[:16]
+    return Runtime(bundle=bundle, css=css, version=version)
+
+
+_runtime: Runtime | None = None
+_lock = threading.Lock()
+
+
+def shared_runtime() -> Runtime:
+    """The kernel's runtime widget, created (its comm opened) on first use."""
+    global _runtime
+    with _lock:
+        if _runtime is None or _runtime.comm is None:
+            _runtime = _new_runtime()
+        return _runtime
+
+
+def runtime_ref() -> str:
+    """How a widget's ``_runtime`` trait names the runtime: ``IPY_MODEL_<model id>``."""
+    return f"IPY_MODEL_{shared_runtime().model_id}"
+
+
+def loader_esm() -> Path | str:
+    """The small ``_esm`` of every nbstream widget (``static/loader.js``)."""
+    path = _STATIC / "loader.js"
+    return path if path.exists() else _MISSING_BUNDLE
