@@ -73,8 +73,7 @@ def execute(sources: list[str], out: Path | None = None) -> dict[str, Any]:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p)}
-    os.environ.update(env)  # the kernel inherits it
-    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True).execute()
+    NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True).execute(env=env)
     text = nbformat.writes(nb)
     if out is not None:
         out.write_text(text)
