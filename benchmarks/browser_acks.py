@@ -10,7 +10,7 @@ each widget's channel in the setup cell). The page counts every websocket
 frame of the kernel connection by msg_type (tests/browser/acks_bench.mjs).
 Prints medians per mode and the machine's load average; not a timed test.
 
-    .venv/bin/python benchmarks/browser_acks.py                       # 8 widgets, 1,500 tokens at 250/s, 3 rounds
+    .venv/bin/python benchmarks/browser_acks.py   # 8 widgets, 1,500 tokens at 250/s, 3 rounds
     .venv/bin/python benchmarks/browser_acks.py --widgets 1 --pieces 3000 --rate 1000
 
 Needs what the browser tests need: node, tests/browser/node_modules, /usr/bin/chromium.
