@@ -158,6 +158,8 @@ def _run(args: argparse.Namespace, torch: Any) -> int:
             sides.reverse()
         for name, fn in sides:
             rates[name].append(fn())
+        print(f"round {rnd + 1}: " + ", ".join(f"{k} {v[-1]:.2f}" for k, v in rates.items())
+              + f" tokens/s (load {loads[-1]:.1f})", file=sys.stderr, flush=True)
 
     threads = torch.get_num_threads()
     where = "main thread" if args.main_thread else "a worker thread"
