@@ -119,12 +119,22 @@ def _run(args: argparse.Namespace, torch: Any) -> int:
     ).to(model.device)
     pad = {"pad_token_id": tokenizer.pad_token_id or tokenizer.eos_token_id}
 
-    def bare() -> float:
+    def bare(on_worker: bool = False) -> float:
+        out: list[Any] = []
+
+        def run() -> None:
+            with torch.inference_mode():
+                out.append(model.generate(**inputs, **fixed, **pad))
+
         t0 = time.perf_counter()
-        with torch.inference_mode():
-            out = model.generate(**inputs, **fixed, **pad)
+        if on_worker:  # the thread kind the widget generates on
+            worker = threading.Thread(target=run)
+            worker.start()
+            worker.join()
+        else:
+            run()
         elapsed = time.perf_counter() - t0
-        assert out.shape[-1] - inputs["input_ids"].shape[-1] == args.tokens
+        assert out[0].shape[-1] - inputs["input_ids"].shape[-1] == args.tokens
         return float(args.tokens / elapsed)
 
     def streamed(cpu_threads: int | None = None) -> float:
@@ -146,13 +156,14 @@ def _run(args: argparse.Namespace, torch: Any) -> int:
     settings = _settings(args.compare_threads)
     bare()  # warm-up: first-call allocations, kernels
     streamed()
-    rates: dict[str, list[float]] = {"bare": [], "streamed": []}
+    rates: dict[str, list[float]] = {"bare": [], "bare, worker thread": [], "streamed": []}
     for x in settings:
         rates[f"streamed, cpu_threads={x}"] = []
     loads: list[float] = []
     for rnd in range(args.runs):
         loads.append(os.getloadavg()[0])
-        sides: list[tuple[str, Any]] = [("bare", bare), ("streamed", streamed)]
+        sides: list[tuple[str, Any]] = [("bare", bare), ("bare, worker thread", lambda: bare(True)),
+                                        ("streamed", streamed)]
         sides += [(f"streamed, cpu_threads={x}", lambda x=x: streamed(x)) for x in settings]
         if rnd % 2:  # neither side always goes first
             sides.reverse()
@@ -170,15 +181,18 @@ def _run(args: argparse.Namespace, torch: Any) -> int:
     print("end to end:")
     for name, values in rates.items():
         spread = ", ".join(f"{v:.1f}" for v in values)
-        print(f"  {name:26s} median {statistics.median(values):6.2f} tokens/s  ({spread})")
-    for name in rates:
-        if name == "bare":
-            continue
-        ratios = [s / b for s, b in zip(rates[name], rates["bare"], strict=True)]
-        med = statistics.median(ratios)
-        verdict = "ok" if med >= 0.97 else "BELOW TARGET"
-        print(f"  {name} / bare, per round: median {med:.1%} (min {min(ratios):.1%}, "
-              f"max {max(ratios):.1%})  (target >= 97%: {verdict})")
+        print(f"  {name:28s} median {statistics.median(values):6.2f} tokens/s  ({spread})")
+    # streamed against bare on the same kind of thread (the overhead of streaming), and
+    # against bare on the main thread (what a user's own generate() call gets)
+    for base in ("bare, worker thread", "bare"):
+        for name in rates:
+            if name.startswith("bare"):
+                continue
+            ratios = [s / b for s, b in zip(rates[name], rates[base], strict=True)]
+            med = statistics.median(ratios)
+            verdict = "ok" if med >= 0.97 else "BELOW TARGET"
+            print(f"  {name} / {base}, per round: median {med:.1%} (min {min(ratios):.1%}, "
+                  f"max {max(ratios):.1%})  (target >= 97%: {verdict})")
     best = max(rates["streamed"]) / max(rates["bare"])
     print(f"  best streamed / best bare = {best:.1%}  (the least disturbed runs)")
 
