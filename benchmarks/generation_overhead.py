@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -93,8 +94,10 @@ def main() -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            for _ in range(args.hog)]
+    # a busy loop that also ends when this process goes (its parent pid changes)
+    hog = "import os\np = os.getppid()\nwhile os.getppid() == p:\n    pass"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(args.hog)]
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # run the finally below
     try:
         return _run(args, torch)
     finally:
