@@ -22,26 +22,25 @@ streaming feel fast; after that a stream flushes at most once per interval,
 and all text that arrived in between travels as one delta. A stream that ends
 is settled at once, its unsent tail carried by the final state.
 
-Flow control (credits): a view acknowledges the newest delta it rendered,
-with the mean DOM time of its frames since its last ack, but sparsely
-(``js/src/frame.ts``): a message's first delta at once, then at most one
-round of acks per 250 ms per view and 8 rounds a second per page (so 8
-widgets ack about once a second each), and the last delta of a stream by a
-timer. Sparse, because every browser→kernel message makes the kernel publish
-a busy and an idle status to every client: an ack per frame tripled the
-traffic. So the pump measures how often each channel's view acks (an EWMA of
-the time between acks, ``ack_period``) and sizes the rest by it, in time
-rather than in deltas: once a view acks on a channel, each stream may have
-at most ``window`` unacknowledged deltas (at least those sent in 2.5 ack
-periods), and the interval grows (up to ``ceiling``) with the reported render
-time and ack lag, so a slow browser or link gets fewer, larger deltas. The
-text keeps accumulating meanwhile: coalesced, never dropped. Acks are read on
-the kernel's main thread, which cannot read them while a cell runs (unless
+Flow control (credits): a view acknowledges the newest delta it rendered, with
+the mean DOM time of its frames since its last ack, but sparsely
+(``js/src/frame.ts``): a message's first delta at once, then at most one round
+of acks per 250 ms per view, slower when many views stream, about 8 rounds a
+second per page (so 8 widgets ack about once a second each), and the last
+delta of a stream by a timer. Sparse, because every browser→kernel message
+makes the kernel publish a busy and an idle status to every client: an ack per
+frame tripled the traffic. So the pump measures how often each channel's view
+acks (an EWMA of the time between acks, ``ack_period``) and sizes the rest by
+it, in time rather than in deltas: once a view acks on a channel, each stream
+may have at most ``window`` unacknowledged deltas (at least those sent in 2.5
+ack periods), and the interval grows (up to ``ceiling``) with the reported
+render time and ack lag, so a slow browser or link gets fewer, larger deltas.
+The text keeps accumulating meanwhile: coalesced, never dropped. Acks are read
+on the kernel's main thread, which cannot read them while a cell runs (unless
 comms run on a subshell); so when the oldest unacknowledged delta is older
 than ``ack_timeout`` (or 3 ack periods) the window is ignored and the plain
-bounded rate applies. With
-no view attached (nbclient, nbval) no ack ever comes and the window never
-applies: nothing ever waits for a browser.
+bounded rate applies. With no view attached (nbclient, nbval) no ack ever
+comes and the window never applies: nothing ever waits for a browser.
 ``Pump(start=False)`` plus :meth:`Pump.step` drive it with a fake clock.
 """
 
@@ -84,10 +83,10 @@ ASSUMED_ACK_PERIOD = 0.25
 #: replies is not the view's rhythm)
 MAX_ACK_PERIOD = 2.0
 #: while a stream runs and a view that used to ack has gone quiet for this long (or 4
-#: ack periods, if longer), the
-#: state is re-published every REPUBLISH_EVERY seconds: a reloaded page whose messages
-#: never reach the kernel (JupyterLab's commsOverSubshells can route them to a subshell
-#: the kernel does not know) still catches up, without a hello
+#: ack periods, if longer), the state is re-published every REPUBLISH_EVERY seconds:
+#: a reloaded page whose messages never reach the kernel (JupyterLab's
+#: commsOverSubshells can route them to a subshell the kernel does not know) still
+#: catches up, without a hello
 SILENT_VIEW = 1.5
 REPUBLISH_EVERY = 2.0
 
