@@ -18,6 +18,7 @@ was closed (``Widget.close_all()``).
 from __future__ import annotations
 
 import hashlib
+import sys
 import threading
 from pathlib import Path
 
@@ -74,7 +75,35 @@ def runtime_ref() -> str:
     return f"IPY_MODEL_{shared_runtime().model_id}"
 
 
-def loader_esm() -> Path | str:
-    """The small ``_esm`` of every nbstream widget (``static/loader.js``)."""
-    path = _STATIC / "loader.js"
+def standalone() -> bool:
+    """Whether widgets carry the whole front end themselves (no shared runtime).
+
+    So in marimo, which renders each anywidget on its own and is not known to
+    restore a plain ipywidgets model that no cell displays; there the notebook
+    is not saved with widget state anyway.
+    """
+    marimo = sys.modules.get("marimo")
+    try:
+        return bool(marimo is not None and marimo.running_in_notebook())
+    except Exception:  # an old or partial marimo: be safe, carry the bundle
+        return marimo is not None
+
+
+def widget_esm() -> Path | str:
+    """The ``_esm`` of every nbstream widget: the small loader (``static/loader.js``),
+    or the whole bundle where there is no shared runtime (:func:`standalone`)."""
+    name = "widget.js" if standalone() else "loader.js"
+    path = _STATIC / name
     return path if path.exists() else _MISSING_BUNDLE
+
+
+def widget_css() -> Path | str:
+    """The ``_css`` of every nbstream widget: none (the runtime adds it), or the
+    stylesheet where there is no shared runtime."""
+    path = _STATIC / "widget.css"
+    return path if standalone() and path.exists() else ""
+
+
+def widget_runtime_ref() -> str:
+    """A new widget's ``_runtime``: :func:`runtime_ref`, or "" where there is none."""
+    return "" if standalone() else runtime_ref()

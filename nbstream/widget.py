@@ -33,7 +33,7 @@ from .lanes import lane_for
 from .protocol import FINAL_STATUSES, MessageState
 from .pump import DEFAULT_INTERVAL, get_pump
 from .reply import Reply, run_reply
-from .runtime import loader_esm, runtime_ref
+from .runtime import widget_css, widget_esm, widget_runtime_ref
 from .sources.base import ChatMessage, Source
 from .stream import Delta, Limits, Stream
 
@@ -77,12 +77,13 @@ class StreamingWidget(anywidget.AnyWidget):
 
     # A small loader; the bundle and the CSS travel once per kernel in the shared
     # runtime widget that ``_runtime`` names (runtime.py), not in every widget's state.
-    _esm = loader_esm()
+    _esm = widget_esm()
+    _css = widget_css()
     _runtime = traitlets.Unicode("").tag(sync=True)
 
     @traitlets.default("_runtime")
     def _default_runtime(self) -> str:
-        return runtime_ref()
+        return widget_runtime_ref()
 
     #: the messages as the view sees them (written by the pump thread only)
     conversation = traitlets.List(traitlets.Dict()).tag(sync=True)

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
+import nbstream.runtime as rt_mod
 from nbstream import ChatWidget
-from nbstream.runtime import Runtime, loader_esm, runtime_ref, shared_runtime
+from nbstream.runtime import Runtime, runtime_ref, shared_runtime, widget_esm
 from nbstream.sources import ScriptedSource
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +54,8 @@ def test_each_widget_carries_a_small_loader_and_no_css() -> None:
     w = ChatWidget(ScriptedSource("x"))
     try:
         assert len(str(w._esm)) <= 4096  # the loader, not the ~230 KB bundle
-        assert str(w._esm) == Path(str(loader_esm())).read_text()
+        assert str(w._esm) == Path(str(widget_esm())).read_text()
+        assert str(widget_esm()).endswith("loader.js")
         assert not w.has_trait("_css") or w._css == ""
         rt = shared_runtime()
         assert rt.bundle == (STATIC / "widget.js").read_text()
@@ -80,3 +82,17 @@ def test_saved_notebook_stores_the_bundle_once() -> None:
     # the bundle is in the file once
     bundle_models = [m for m in eight["models"] if m["bytes"] > 100 * 1024]
     assert len(bundle_models) == 1, bundle_models
+
+
+@needs_bundle
+def test_in_marimo_each_widget_carries_the_whole_front_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FakeMarimo:
+        @staticmethod
+        def running_in_notebook() -> bool:
+            return True
+
+    monkeypatch.setitem(sys.modules, "marimo", FakeMarimo)
+    assert rt_mod.standalone()
+    assert str(rt_mod.widget_esm()).endswith("widget.js")
+    assert str(rt_mod.widget_css()).endswith("widget.css")
+    assert rt_mod.widget_runtime_ref() == ""

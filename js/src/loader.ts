@@ -13,6 +13,9 @@
  * view on the page through a registry on `globalThis` keyed by the version:
  * this module itself is imported anew for each widget model.
  *
+ * In marimo (`runtime.standalone()`) widgets carry the whole bundle instead
+ * and this module is not used.
+ *
  * Runs on the browser's main thread, in anywidget's `render`.
  */
 import type { AnyModel, Initialize, Render } from "@anywidget/types";
