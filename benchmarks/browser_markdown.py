@@ -98,6 +98,9 @@ def notebook_cells(pieces: int, rate: float, timeline: str) -> list[str]:
         "    json.dump({'t0_ms': _t0,\n"
         "               'offsets_ms': [round((t + _off) * 1000 - _t0, 2) for t, _ in _pieces],\n"
         "               'chars': [n for _, n in _pieces], 'stats': _r.stats,\n"
+        "               'flushes': [(f.seq, round((f.first_piece_at + _off) * 1000 - _t0, 2),\n"
+        "                            round((f.sent_at + _off) * 1000 - _t0, 2), f.chars)\n"
+        "                           for f in _flushes],\n"
         "               'status': _r.status}, f)\n"
         "print('timeline written')"
     )
@@ -169,6 +172,19 @@ COLUMNS: list[tuple[str, tuple[str, ...], str]] = [
     ("stream s", ("stream_ms",), "{:.1f}"),
 ]
 
+#: the lag by stage, per piece (p50): see tests/browser/markdown_bench.mjs
+STAGES: list[tuple[str, tuple[str, ...], str]] = [
+    ("kernel p50", ("stages_ms", "kernel", "p50"), "{:.0f}"),
+    ("wire p50", ("stages_ms", "wire", "p50"), "{:.0f}"),
+    ("to DOM p50", ("stages_ms", "to_dom", "p50"), "{:.0f}"),
+    ("to paint p50", ("stages_ms", "to_paint", "p50"), "{:.0f}"),
+    ("kernel p95", ("stages_ms", "kernel", "p95"), "{:.0f}"),
+    ("wire p95", ("stages_ms", "wire", "p95"), "{:.0f}"),
+    ("to DOM p95", ("stages_ms", "to_dom", "p95"), "{:.0f}"),
+    ("to paint p95", ("stages_ms", "to_paint", "p95"), "{:.0f}"),
+    ("lag p50", ("lag_ms", "p50"), "{:.0f}"),
+]
+
 
 def _get(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
     x: Any = result
@@ -177,11 +193,12 @@ def _get(result: dict[str, Any], path: tuple[str, ...]) -> float | None:
     return float(x) if isinstance(x, (int, float)) else None
 
 
-def table(results: dict[str, list[dict[str, Any]]]) -> str:
-    rows = [["mode", *[c[0] for c in COLUMNS]]]
+def table(results: dict[str, list[dict[str, Any]]],
+          columns: list[tuple[str, tuple[str, ...], str]] = COLUMNS) -> str:
+    rows = [["mode", *[c[0] for c in columns]]]
     for mode, runs in results.items():
         row = [mode]
-        for _title, path, fmt in COLUMNS:
+        for _title, path, fmt in columns:
             values = [v for r in runs if (v := _get(r, path)) is not None]
             if path == ("stream_ms",):
                 values = [v / 1000 for v in values]
@@ -207,12 +224,14 @@ def main(argv: list[str] | None = None) -> int:
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
+    loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="nbs-bench-") as tmp:
         root = Path(tmp) / "root"
         root.mkdir()
         with start_jupyterlab(root, Path(tmp) / "home") as lab:
             for rep in range(args.repeat):
                 for mode in modes:
+                    loads.append(os.getloadavg()[0])
                     r = run_mode(lab, mode, args.pieces, args.rate, rep)
                     results[mode].append(r)
                     print(
@@ -223,9 +242,14 @@ def main(argv: list[str] | None = None) -> int:
                     )
     print(
         f"\n{args.pieces:,} pieces of Markdown at {args.rate:,.0f} pieces/s into JupyterLab "
-        f"(headless Chromium); medians of {args.repeat} run(s)\n"
+        f"(headless Chromium); medians of {args.repeat} run(s); 1-min load average "
+        f"median {statistics.median(loads):.1f} (min {min(loads):.1f}, max {max(loads):.1f}) "
+        f"on {os.cpu_count()} CPUs\n"
     )
     print(table(results))
+    print("\nToken-to-pixel lag by stage, ms per piece: kernel (produced -> sent), wire (sent ->"
+          " received by the page), to DOM (-> shown), to paint (-> next frame)\n")
+    print(table(results, STAGES))
     if args.json:
         args.json.write_text(json.dumps(results, indent=1))
     return 0

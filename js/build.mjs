@@ -1,6 +1,10 @@
 // Builds the front end into ../nbstream/static/: widget.js (one ES module,
-// everything bundled) and widget.css. Fails when the bundle would import
-// anything at run time: nothing may come from a CDN or the network.
+// everything bundled) and widget.css, which the kernel sends once in its shared
+// runtime model (nbstream/runtime.py), and loader.js, the small `_esm` of every
+// widget that imports them from there (src/loader.ts). Fails when a bundle
+// would import anything at run time: nothing may come from a CDN or the
+// network. `node build.mjs --sizes` also prints widget.js's bytes by dependency
+// (from esbuild's metafile).
 import { rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -25,6 +29,13 @@ const js = await esbuild.build({
   format: "esm",
   platform: "browser",
 });
+const loader = await esbuild.build({
+  ...common,
+  entryPoints: [join(here, "src", "loader.ts")],
+  outfile: join(outdir, "loader.js"),
+  format: "esm",
+  platform: "browser",
+});
 await esbuild.build({
   ...common,
   entryPoints: [join(here, "src", "widget.css")],
@@ -32,10 +43,34 @@ await esbuild.build({
 });
 await rm(join(outdir, "widget.js.map"), { force: true });
 
-const external = Object.values(js.metafile.outputs).flatMap((o) =>
-  o.imports.filter((i) => i.external).map((i) => i.path),
-);
-if (external.length > 0) {
-  console.error(`widget.js must be self-contained; it imports: ${external.join(", ")}`);
-  process.exit(1);
+for (const [name, result] of [
+  ["widget.js", js],
+  ["loader.js", loader],
+]) {
+  const external = Object.values(result.metafile.outputs).flatMap((o) =>
+    o.imports.filter((i) => i.external).map((i) => i.path),
+  );
+  if (external.length > 0) {
+    console.error(`${name} must be self-contained; it imports: ${external.join(", ")}`);
+    process.exit(1);
+  }
+}
+
+/** Minified bytes of widget.js by npm package (or "src" for our own code). */
+export function sizesByDependency(metafile) {
+  const sizes = new Map();
+  for (const output of Object.values(metafile.outputs)) {
+    for (const [input, { bytesInOutput }] of Object.entries(output.inputs)) {
+      const m = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(input);
+      const key = m ? m[1] : "src";
+      sizes.set(key, (sizes.get(key) ?? 0) + bytesInOutput);
+    }
+  }
+  return [...sizes].sort((a, b) => b[1] - a[1]);
+}
+
+if (process.argv.includes("--sizes")) {
+  for (const [dep, bytes] of sizesByDependency(js.metafile)) {
+    console.log(`${dep.padEnd(20)} ${(bytes / 1024).toFixed(1).padStart(7)} KB`);
+  }
 }

@@ -25,17 +25,25 @@ streaming feel fast; after that a stream flushes at most once per interval,
 and all text that arrived in between travels as one delta. A stream that ends
 is settled at once, its unsent tail sent with its final meta in one message.
 
-Flow control (credits): a view acknowledges each delta after the frame that
-rendered it, with the time that frame's DOM work took. Once a view acks on a
-channel, each stream may have at most ``window`` unacknowledged deltas, and
-the interval grows (up to ``ceiling``) with the reported render time and ack
-lag, so a slow browser or link gets fewer, larger deltas. The text keeps
-accumulating meanwhile: coalesced, never dropped. Acks are read on the
-kernel's main thread, which cannot read them while a cell runs (unless comms
-run on a subshell); so when the oldest unacknowledged delta is older than
-``ack_timeout`` the window is ignored and the plain bounded rate applies. With
-no view attached (nbclient, nbval) no ack ever comes and the window never
-applies: nothing ever waits for a browser.
+Flow control (credits): a view acknowledges the newest delta it rendered, with
+the mean DOM time of its frames since its last ack, but sparsely
+(``js/src/frame.ts``): a message's first delta at once, then at most one round
+of acks per 250 ms per view, slower when many views stream, about 8 rounds a
+second per page (so 8 widgets ack about once a second each), and the last
+delta of a stream by a timer. Sparse, because every browser→kernel message
+makes the kernel publish a busy and an idle status to every client: an ack per
+frame tripled the traffic. So the pump measures how often each channel's view
+acks (an EWMA of the time between acks, ``ack_period``) and sizes the rest by
+it, in time rather than in deltas: once a view acks on a channel, each stream
+may have at most ``window`` unacknowledged deltas (at least those sent in 2.5
+ack periods), and the interval grows (up to ``ceiling``) with the reported
+render time and ack lag, so a slow browser or link gets fewer, larger deltas.
+The text keeps accumulating meanwhile: coalesced, never dropped. Acks are read
+on the kernel's main thread, which cannot read them while a cell runs (unless
+comms run on a subshell); so when the oldest unacknowledged delta is older
+than ``ack_timeout`` (or 3 ack periods) the window is ignored and the plain
+bounded rate applies. With no view attached (nbclient, nbval) no ack ever
+comes and the window never applies: nothing ever waits for a browser.
 ``Pump(start=False)`` plus :meth:`Pump.step` drive it with a fake clock.
 """
 
@@ -59,18 +67,33 @@ log = logging.getLogger("nbstream.pump")
 DEFAULT_INTERVAL = 0.04
 #: default budget of messages per second for all widgets together
 DEFAULT_MAX_RATE = 180.0  # leaves room under ~200/s for state updates
-#: flow control: deltas a view may leave unacknowledged before the pump waits
-DEFAULT_WINDOW = 4
+#: flow control: the least number of deltas a view may leave unacknowledged before
+#: the pump waits; more when the view acks less often (see ACK_PERIOD_WINDOWS)
+DEFAULT_WINDOW = 8
+#: the window holds at least the deltas sent in this many ack periods
+ACK_PERIOD_WINDOWS = 2.5
+#: the ack lag stretches the interval as if this many deltas were in flight
+LAG_DELTAS = 4
 #: longest flush interval flow control may choose, seconds
 DEFAULT_CEILING = 0.25
-#: an unacknowledged delta older than this means acks are not coming (the kernel's
-#: main thread is busy, or the view went away): fall back to the plain bounded rate
-DEFAULT_ACK_TIMEOUT = 0.3
-#: while a stream runs and a view that used to ack has gone quiet for this long, the
-#: state is re-published every REPUBLISH_EVERY seconds: a reloaded page whose messages
-#: never reach the kernel (JupyterLab's commsOverSubshells can route them to a subshell
-#: the kernel does not know) still catches up, without a hello
-SILENT_VIEW = 1.0
+#: an unacknowledged delta older than this (or than 3 ack periods, if longer) means
+#: acks are not coming (the kernel's main thread is busy, or the view went away):
+#: fall back to the plain bounded rate
+DEFAULT_ACK_TIMEOUT = 0.8
+#: render time and ack lag are smoothed over about this many seconds (at least 20% per
+#: ack: an ack per frame smooths as before, an ack a second counts nearly alone)
+SMOOTHING = 0.25
+#: what a view is assumed to do before its period is measured (js/src/frame.ts ACK_GAP_MS)
+ASSUMED_ACK_PERIOD = 0.25
+#: one gap between acks counts at most this much in the period (a pause between two
+#: replies is not the view's rhythm)
+MAX_ACK_PERIOD = 2.0
+#: while a stream runs and a view that used to ack has gone quiet for this long (or 4
+#: ack periods, if longer), the state is re-published every REPUBLISH_EVERY seconds:
+#: a reloaded page whose messages never reach the kernel (JupyterLab's
+#: commsOverSubshells can route them to a subshell the kernel does not know) still
+#: catches up, without a hello
+SILENT_VIEW = 1.5
 REPUBLISH_EVERY = 2.0
 
 
@@ -107,6 +130,8 @@ class Channel:
     last_ack_at: float | None = None
     render_ms_ewma: float = 0.0
     ack_lag_ms_ewma: float = 0.0
+    #: seconds between two acks of this channel's view, smoothed
+    ack_period: float = ASSUMED_ACK_PERIOD
     acks: int = 0
     last_republish: float = -math.inf
     #: ids whose meta must be sent; deltas to send again (see Outgoing)
@@ -244,9 +269,15 @@ class Pump:
                             log.debug("ack %s#%d: render %.1f ms, lag %.1f ms", stream_id, seq,
                                       render_ms, s.ack_lag_ms[-1])
                         ch.acks += 1
+                        # weights by time, so that sparse acks adapt as fast as dense ones
+                        a = 0.2
+                        if ch.last_ack_at is not None:
+                            gap = min(MAX_ACK_PERIOD, now - ch.last_ack_at)
+                            ch.ack_period = 0.7 * ch.ack_period + 0.3 * gap
+                            a = max(a, 1.0 - math.exp(-gap / SMOOTHING))
                         ch.last_ack_at = now
-                        ch.render_ms_ewma = 0.8 * ch.render_ms_ewma + 0.2 * max(0.0, render_ms)
-                        ch.ack_lag_ms_ewma = 0.8 * ch.ack_lag_ms_ewma + 0.2 * s.ack_lag_ms[-1]
+                        ch.render_ms_ewma = (1 - a) * ch.render_ms_ewma + a * max(0.0, render_ms)
+                        ch.ack_lag_ms_ewma = (1 - a) * ch.ack_lag_ms_ewma + a * s.ack_lag_ms[-1]
                         self._woken = True
                         self._cond.notify()
                     return
@@ -283,18 +314,22 @@ class Pump:
                 if flow:
                     # a slow browser (long renders, slow acks) gets fewer, larger deltas
                     interval = max(base, 3.0 * ch.render_ms_ewma / 1000.0,
-                                   ch.ack_lag_ms_ewma / 1000.0 / max(1, ch.window))
+                                   ch.ack_lag_ms_ewma / 1000.0 / LAG_DELTAS)
                     interval = min(interval, max(base, ch.ceiling))
+                # sized by how often this view acks (sparse acks, see the module docstring)
+                window = max(ch.window, math.ceil(ACK_PERIOD_WINDOWS * ch.ack_period / interval))
+                timeout = max(ch.ack_timeout, 3.0 * ch.ack_period)
+                silent = max(SILENT_VIEW, 4.0 * ch.ack_period)
                 out = Outgoing()
                 for s in list(ch.streams):
                     s.interval = interval
                     s.window = None
                     if flow:
                         oldest = s.unacked_since()
-                        if oldest is None or now - oldest < ch.ack_timeout:
-                            s.window = ch.window
+                        if oldest is None or now - oldest < timeout:
+                            s.window = window
                             if oldest is not None:
-                                next_at = min(next_at, oldest + ch.ack_timeout)
+                                next_at = min(next_at, oldest + timeout)
                     if s.settle(now) or s.final:
                         if log.isEnabledFor(logging.DEBUG):
                             log.debug("%s ended: %s %s", s.id, s.status, s.stats())
@@ -310,7 +345,7 @@ class Pump:
                     due = s.due_at()
                     if due is not None:
                         next_at = min(next_at, due)
-                if ch.streams and flow and now - ch.last_ack_at > SILENT_VIEW:  # type: ignore[operator]
+                if ch.streams and flow and now - ch.last_ack_at > silent:  # type: ignore[operator]
                     if now - ch.last_republish >= REPUBLISH_EVERY:
                         # a view that acked went quiet: send the live messages whole again
                         ch.last_republish = now

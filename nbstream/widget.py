@@ -30,7 +30,6 @@ import reprlib
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import anywidget
@@ -51,26 +50,11 @@ from .protocol import (
 )
 from .pump import Outgoing, get_pump
 from .reply import Reply, run_reply
+from .runtime import widget_css, widget_esm, widget_runtime_ref
 from .sources.base import ChatMessage, Source
 from .stream import Body, Stream, body_runs
 
 log = logging.getLogger("nbstream")
-
-_STATIC = Path(__file__).parent / "static"
-_MISSING_BUNDLE = """
-export default { render({ el }) {
-  el.textContent =
-    "nbstream: the front end is not built (run `make setup`, or `npm run build` in js/).";
-} };
-"""
-
-
-def _bundle(name: str, fallback: str) -> str:
-    # the text, not the Path: anywidget connects every instance of a class whose _esm
-    # is a file to that file's change signal (hot reload), keeping each widget alive
-    # for ever; a str keeps closed widgets collectable
-    path = _STATIC / name
-    return path.read_text(encoding="utf-8") if path.exists() else fallback
 
 
 class UserTurn:
@@ -155,8 +139,15 @@ class StreamingWidget(anywidget.AnyWidget):
     commands in :meth:`_on_command`.
     """
 
-    _esm = _bundle("widget.js", _MISSING_BUNDLE)
-    _css = _bundle("widget.css", "")
+    # A small loader; the bundle and the CSS travel once per kernel in the shared
+    # runtime widget that ``_runtime`` names (runtime.py), not in every widget's state.
+    _esm = widget_esm()
+    _css = widget_css()
+    _runtime = traitlets.Unicode("").tag(sync=True)
+
+    @traitlets.default("_runtime")
+    def _default_runtime(self) -> str:
+        return widget_runtime_ref()
 
     #: how the view lays messages out: "chat", "stream" or "compare"
     mode = traitlets.Unicode("chat").tag(sync=True)

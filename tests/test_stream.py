@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbstream.pump import Outgoing, Pump
+from nbstream.pump import (
+    ACK_PERIOD_WINDOWS,
+    ASSUMED_ACK_PERIOD,
+    DEFAULT_ACK_TIMEOUT,
+    DEFAULT_WINDOW,
+    Outgoing,
+    Pump,
+)
 from nbstream.sources.base import Cancelled
 from nbstream.stream import Delta, Limits, Stream
 
@@ -283,17 +290,22 @@ def test_window_holds_back_deltas_until_acked_and_text_coalesces() -> None:
     s.put("a")
     pump.step(clock())
     pump.ack(ch, "m1", 1, 1.0)  # a view is there and acks
-    feed(clock, pump, s, 6, every=0.041, piece="b")  # 246 ms: within the ack timeout
-    # window of 4: deltas 2..5 went out, then the pump waits for acks
-    assert [d.seq for d in deltas] == [1, 2, 3, 4, 5]
+    # the window: at least DEFAULT_WINDOW, and the deltas of 2.5 ack periods
+    window = max(DEFAULT_WINDOW, math.ceil(ACK_PERIOD_WINDOWS * ASSUMED_ACK_PERIOD / 0.04))
+    n = window + 2
+    every = DEFAULT_ACK_TIMEOUT / (n + 1)  # n pieces within the ack timeout
+    assert every >= 0.04
+    feed(clock, pump, s, n, every=every, piece="b")
+    # deltas 2..window+1 went out, then the pump waits for acks
+    assert [d.seq for d in deltas] == list(range(1, window + 2))
     clock.advance(0.01)
-    pump.ack(ch, "m1", 5, 1.0)
+    pump.ack(ch, "m1", window + 1, 1.0)
     clock.advance(0.05)
     pump.step(clock())
-    assert deltas[-1].seq == 6
+    assert deltas[-1].seq == window + 2
     s.finish()
     pump.step(clock())
-    assert s.state()[0] == "a" + "b" * 6  # nothing lost
+    assert s.state()[0] == "a" + "b" * n  # nothing lost
 
 
 def test_stale_acks_fall_back_to_the_bounded_rate() -> None:
@@ -306,7 +318,7 @@ def test_stale_acks_fall_back_to_the_bounded_rate() -> None:
     # from now on no ack arrives (the kernel's main thread is busy)
     feed(clock, pump, s, 100, every=0.04, piece="b")  # 4 s
     # it paused for at most ack_timeout, then kept streaming at the plain rate
-    assert len(deltas) >= 100 - 0.3 / 0.04 - 2
+    assert len(deltas) >= 100 - DEFAULT_ACK_TIMEOUT / 0.04 - 2
 
 
 def test_no_view_means_no_window() -> None:
@@ -356,7 +368,7 @@ def test_a_view_gone_quiet_mid_stream_gets_the_state_every_two_seconds() -> None
     n0 = len(publishes)
     # ...then 8 s without a word from it (reloaded, its messages lost)
     feed(clock, pump, s, 200, every=0.04, piece="b")
-    assert 3 <= len(publishes) - n0 <= 4  # from 1 s of silence on, every 2 s
+    assert 3 <= len(publishes) - n0 <= 4  # from SILENT_VIEW (1.5 s) of silence on, every 2 s
     assert len(deltas) > 150  # and deltas kept flowing at the plain rate
 
 

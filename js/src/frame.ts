@@ -4,16 +4,95 @@
  * Owns the one pending animation-frame request. Anything that changes the
  * conversation calls {@link FrameLoop.request}; however many deltas arrive
  * before the next frame, that frame runs `render` once, so the DOM is updated
- * at most once per frame. When `render` touched the DOM, the loop then sends
- * one ack per message that received deltas, for the highest seq rendered,
- * with the time the frame's DOM work took. Acks are the kernel's credits:
- * a view that cannot keep up (or a hidden tab, where frames stop) slows the
- * kernel's send rate instead of queueing work.
+ * at most once per frame. Acks are the kernel's credits: a view that cannot
+ * keep up (or a hidden tab, where frames stop) slows the kernel's send rate
+ * instead of queueing work.
+ *
+ * Acks are sparse, because each one costs more than itself: every comm message
+ * from the browser makes the kernel publish a busy and an idle status to every
+ * client, so an ack per frame tripled the traffic. After a frame that rendered
+ * deltas, the loop owes an ack per message (its highest seq rendered), and pays
+ * them all in one round:
+ *
+ * - at once for a message it has never acked (the kernel learns a view is there),
+ * - otherwise when its gap passed since its last round: {@link ACK_GAP_MS}, or
+ *   longer when many views stream at once, so that all the views on the page
+ *   together send about {@link PAGE_ACK_ROUNDS_PER_S} rounds a second (8
+ *   streaming widgets ack about once a second each); a round that must wait
+ *   goes by a timer,
+ * - so the last delta of a stream is always acked, by that timer.
+ *
+ * An ack carries the mean DOM time of the frames since the last round. The
+ * kernel measures how often a view acks and sizes its window and ack timeout
+ * by it (`nbstream/pump.py`). A stream at the kernel's 25 deltas/s costs about
+ * 4 acks a second, not 25.
  *
  * The scheduler and the clock are injected so that tests drive frames by hand.
  * Runs on the browser's main thread only.
  */
 import type { AckMsg } from "./protocol";
+
+/** Least time between two rounds of acks of one view, ms. */
+export const ACK_GAP_MS = 250;
+/** Most rounds of acks a second for all the views of a page together. */
+export const PAGE_ACK_ROUNDS_PER_S = 8;
+
+/** What `setTimeout` / `clearTimeout` provide (the trailing ack). */
+export interface Timer {
+  set(callback: () => void, ms: number): number;
+  clear(handle: number): void;
+}
+
+/**
+ * The page's ack budget: when each view last rendered deltas. A view's gap
+ * between rounds is {@link ACK_GAP_MS}, or longer when many views stream at
+ * once, so that together they send about {@link PAGE_ACK_ROUNDS_PER_S} rounds
+ * a second. Each view keeps its own rhythm: no view waits on another's turn.
+ */
+export interface AckBudget {
+  active: Map<object, number>;
+}
+
+/** A view that rendered no delta for this long no longer counts as streaming, ms. */
+const ACTIVE_MS = 2000;
+const BUDGET = "__nbstreamAckBudget";
+
+/** The page-wide budget, on `globalThis` so that every copy of the bundle shares it. */
+export function pageAckBudget(): AckBudget {
+  const g = globalThis as { [BUDGET]?: AckBudget };
+  g[BUDGET] ??= { active: new Map() };
+  return g[BUDGET];
+}
+
+/** This view's gap between rounds at `now`, given the views streaming on the page. */
+function gapFor(budget: AckBudget, minGapMs: number, now: number): number {
+  let active = 0;
+  for (const [view, at] of budget.active) {
+    if (now - at > ACTIVE_MS) {
+      budget.active.delete(view);
+    } else {
+      active++;
+    }
+  }
+  return Math.max(minGapMs, (1000 * active) / PAGE_ACK_ROUNDS_PER_S);
+}
+
+let defaultGapMs = ACK_GAP_MS;
+
+/**
+ * Sets the ack gap of loops created from now on (benchmarks compare with an
+ * ack per frame, the previous way, by passing 0). Returns the previous value.
+ */
+export function setDefaultAckGap(ms: number): number {
+  const previous = defaultGapMs;
+  defaultGapMs = Math.max(0, ms);
+  return previous;
+}
+
+const globalTimer: Timer = {
+  set: (cb, ms) => globalThis.setTimeout(cb, ms) as unknown as number,
+  clear: (h) => globalThis.clearTimeout(h),
+};
 
 /** What `requestAnimationFrame` / `cancelAnimationFrame` provide. */
 export interface FrameScheduler {
@@ -80,13 +159,35 @@ export interface FrameDeps {
   /** sends an ack to the kernel */
   ack: (msg: AckMsg) => void;
   counters: Counters;
+  /** runs the trailing ack round; `setTimeout` by default */
+  timer?: Timer;
+  /** least ms between ack rounds; {@link ACK_GAP_MS} unless changed (0: an ack per frame, no page budget) */
+  ackGapMs?: number;
+  /** the page's ack budget; {@link pageAckBudget} by default */
+  budget?: AckBudget;
 }
 
 export class FrameLoop {
   private handle: number | null = null;
   private disposed = false;
+  /** per message: the highest seq rendered and not yet acked */
+  private readonly owed = new Map<string, number>();
+  /** per message: the last seq acked */
+  private readonly acked = new Map<string, number>();
+  /** DOM time of the frames since the last round: sum and count */
+  private owedMs = 0;
+  private owedFrames = 0;
+  private lastRound = Number.NEGATIVE_INFINITY;
+  private trailing: number | null = null;
+  private readonly timer: Timer;
+  private readonly gapMs: number;
+  private readonly budget: AckBudget;
 
-  constructor(private readonly deps: FrameDeps) {}
+  constructor(private readonly deps: FrameDeps) {
+    this.timer = deps.timer ?? globalTimer;
+    this.gapMs = deps.ackGapMs ?? defaultGapMs;
+    this.budget = deps.budget ?? pageAckBudget();
+  }
 
   /** Makes sure a frame will run; cheap to call once per arriving message. */
   request(): void {
@@ -107,6 +208,11 @@ export class FrameLoop {
       this.deps.scheduler.cancel(this.handle);
       this.handle = null;
     }
+    if (this.trailing !== null) {
+      this.timer.clear(this.trailing);
+      this.trailing = null;
+    }
+    this.budget.active.delete(this);
   }
 
   private readonly tick = (): void => {
@@ -114,7 +220,7 @@ export class FrameLoop {
     if (this.disposed) {
       return;
     }
-    const { counters, now, render, ack } = this.deps;
+    const { counters, now, render } = this.deps;
     counters.frames++;
     const start = now();
     const acks = render(start);
@@ -125,9 +231,63 @@ export class FrameLoop {
     counters.renders++;
     counters.render_ms += renderMs;
     counters.max_render_ms = Math.max(counters.max_render_ms, renderMs);
+    if (acks.length === 0) {
+      return;
+    }
+    let urgent = false;
     for (const a of acks) {
-      ack({ kind: "ack", id: a.id, seq: a.seq, render_ms: renderMs });
-      counters.acks++;
+      this.owed.set(a.id, a.seq);
+      const last = this.acked.get(a.id);
+      if (last === undefined || a.seq < last) {
+        urgent = true; // a new message (or a new numbering): the kernel learns at once
+      }
+    }
+    this.owedMs += renderMs;
+    this.owedFrames++;
+    const t = now();
+    if (this.gapMs > 0) {
+      this.budget.active.set(this, t);
+    }
+    if (urgent || this.gapMs === 0) {
+      this.payRound();
+      return;
+    }
+    if (this.trailing === null) {
+      const at = this.lastRound + gapFor(this.budget, this.gapMs, t);
+      if (at <= t) {
+        this.payRound();
+      } else {
+        this.trailing = this.timer.set(this.onTrailing, at - t);
+      }
     }
   };
+
+  private readonly onTrailing = (): void => {
+    this.trailing = null;
+    if (!this.disposed) {
+      this.payRound();
+    }
+  };
+
+  /** Sends every owed ack now, with the mean DOM time of the frames since the last round. */
+  private payRound(): void {
+    if (this.trailing !== null) {
+      this.timer.clear(this.trailing);
+      this.trailing = null;
+    }
+    if (this.owed.size === 0) {
+      return;
+    }
+    const { counters, ack, now } = this.deps;
+    const renderMs = Math.round((this.owedMs / Math.max(1, this.owedFrames)) * 1000) / 1000;
+    for (const [id, seq] of this.owed) {
+      ack({ kind: "ack", id, seq, render_ms: renderMs });
+      this.acked.set(id, seq);
+      counters.acks++;
+    }
+    this.owed.clear();
+    this.owedMs = 0;
+    this.owedFrames = 0;
+    this.lastRound = now();
+  }
 }

@@ -7,22 +7,31 @@
  */
 import type { Initialize, Render } from "@anywidget/types";
 import { mountChat } from "./chat";
+import { setDefaultAckGap } from "./frame";
 import type { ChatTraits } from "./protocol";
 
 /** Nothing is shared between the views of one model. */
 const initialize: Initialize<ChatTraits> = () => undefined;
 
-/**
- * Benchmarks compare with the naive way by setting
- * `window.__nbstreamOptions = { markdown: "full" }` before a view renders.
- */
-function markdownMode(el: HTMLElement): "incremental" | "full" {
-  const opts = (el.ownerDocument.defaultView as { __nbstreamOptions?: { markdown?: unknown } })
-    ?.__nbstreamOptions;
-  return opts?.markdown === "full" ? "full" : "incremental";
+interface BenchOptions {
+  markdown?: unknown;
+  acks?: unknown;
 }
 
-const render: Render<ChatTraits> = ({ model, el }) =>
-  mountChat(model, el, { markdown: markdownMode(el) });
+/**
+ * Benchmarks compare with the previous ways by setting
+ * `window.__nbstreamOptions = { markdown: "full", acks: "every-frame" }` before a view renders.
+ */
+function benchOptions(el: HTMLElement): BenchOptions | undefined {
+  return (el.ownerDocument.defaultView as { __nbstreamOptions?: BenchOptions })?.__nbstreamOptions;
+}
+
+const render: Render<ChatTraits> = ({ model, el }) => {
+  const opts = benchOptions(el);
+  if (opts?.acks === "every-frame") {
+    setDefaultAckGap(0);
+  }
+  return mountChat(model, el, { markdown: opts?.markdown === "full" ? "full" : "incremental" });
+};
 
 export default { initialize, render };

@@ -67,7 +67,9 @@ describe("mode stream", () => {
     );
     expect(answer.querySelector("strong")?.textContent).toBe("splash");
     expect(v.root.__nbstream.renders).toBe(2);
-    expect(v.model.drain("ack").map((a) => a.seq)).toEqual([2, 3]);
+    // the first delta rendered is acked at once; the rest by the next round of
+    // acks, one gap later (sparse acks: frame.ts, tests/ack.test.ts)
+    expect(v.model.drain("ack").map((a) => a.seq)).toEqual([2]);
   });
 
   it("shows Stop only while the answer is live; Stop and Escape stop it", () => {

@@ -230,6 +230,13 @@ class TransformersSource(Source):
     :mod:`nbstream.devices`); they do not apply to a model object.
     ``system_prompt`` is put first when the conversation has no system turn.
     ``warmup=True`` runs one tiny generation in :meth:`prepare`.
+    ``cpu_threads``: None leaves torch's intra-op threads alone; an int sets
+    them (``torch.set_num_threads``) on the generation thread for each reply
+    and restores the previous value after it. That setting is process-wide in
+    effect (with OpenMP it sizes the calling thread's team and the default of
+    threads started afterwards), so other torch work started meanwhile may see
+    it. On a small CPU shared with other busy processes, fewer threads than
+    cores can be faster (benchmarks/generation_overhead.py ``--compare-threads``).
     ``generate_kwargs`` go to ``model.generate`` over the defaults
     ``do_sample=False, max_new_tokens=256`` (``stop_strings`` works: the
     tokenizer is passed along). ``chat_template_kwargs`` (e.g.
@@ -259,6 +266,7 @@ class TransformersSource(Source):
         warmup: bool = False,
         chat_template_kwargs: dict[str, Any] | None = None,
         think_tags: ThinkTags = None,
+        cpu_threads: int | None = None,
         **generate_kwargs: Any,
     ) -> None:
         if "streamer" in generate_kwargs:
@@ -269,6 +277,11 @@ class TransformersSource(Source):
         if not (think_tags is None or isinstance(think_tags, bool) or think_tags == "opened"):
             raise ValueError(f"think_tags must be True, False, None or 'opened', "
                              f"got {think_tags!r}")
+        if cpu_threads is not None and (
+            isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 1
+        ):
+            raise ValueError(f"cpu_threads must be None or a positive int, not {cpu_threads!r}")
+        self.cpu_threads = cpu_threads
         self.system_prompt = system_prompt
         self.warmup = warmup
         self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
@@ -547,6 +560,10 @@ class TransformersSource(Source):
                 hidden = special - tags
         streamer = _streamer(decoder, emit, cancel, hidden)
         started = time.perf_counter()
+        threads_before = None
+        if self.cpu_threads is not None:
+            threads_before = torch.get_num_threads()
+            torch.set_num_threads(self.cpu_threads)
         try:
             with torch.inference_mode():
                 model.generate(**inputs, streamer=streamer, stopping_criteria=criteria, **kwargs)
@@ -561,6 +578,8 @@ class TransformersSource(Source):
                 reason = "length" if reached and not self._ends_turn(streamer.ids) else "stop"
         finally:
             ended = time.perf_counter()
+            if threads_before is not None:
+                torch.set_num_threads(threads_before)
             ids = streamer.ids
             self.last_token_ids = ids
         rate = None

@@ -12,6 +12,14 @@
 // piece, the time from its production in the kernel to the DOM update that
 // showed it (both clocks are this machine's wall clock).
 //
+// Per-stage breakdown of that lag, per piece (medians): kernel (produced ->
+// its delta sent: coalescing and the pump), wire (sent -> the page's
+// websocket received it: comm, server, websocket), to DOM (received -> the
+// DOM update that showed it: frame scheduling and rendering), to paint (that
+// update -> the start of the next animation frame, after the browser painted
+// it). Delta arrival times come from a WebSocket wrapper installed before the
+// page loads; the kernel's flush times from the timeline file.
+//
 // mode "incremental" is the widget as shipped; "full" re-renders the whole
 // answer each frame (window.__nbstreamOptions, set before the page loads).
 // params: { notebook, timeline, mode, prompt, timeout_ms = 180000,
@@ -72,6 +80,23 @@ await scenario(async ({ browser, page, params, log }) => {
   const mode = params.mode ?? 'incremental';
   await page.addInitScript((m) => {
     window.__nbstreamOptions = { markdown: m };
+    // arrival time of each delta message (wall clock, ms), before JupyterLab handles it
+    window.__nbsReceived = [];
+    const Orig = window.WebSocket;
+    const dec = new TextDecoder();
+    window.WebSocket = class extends Orig {
+      constructor(...args) {
+        super(...args);
+        this.addEventListener('message', (ev) => {
+          const t = performance.timeOrigin + performance.now();
+          const d = ev.data;
+          const text = typeof d === 'string' ? d : d instanceof ArrayBuffer ? dec.decode(d) : '';
+          if (!/"kind":\s*"delta"/.test(text)) return;
+          const seq = /"seq":\s*(\d+)/.exec(text);
+          if (seq) window.__nbsReceived.push({ seq: Number(seq[1]), t });
+        });
+      }
+    };
   }, mode);
   await openNotebook(page, params.notebook);
   await runCell(page, 0);
@@ -120,6 +145,38 @@ await scenario(async ({ browser, page, params, log }) => {
     if (j >= shown.length) break;
     lags.push(shown[j].t - (tl.t0_ms + tl.offsets_ms[i]));
   }
+  // per-stage breakdown (see the header): per piece, through the delta that carried it
+  const received = new Map((await page.evaluate(() => window.__nbsReceived)).map((r) => [r.seq, r.t]));
+  const stages = { kernel: [], wire: [], to_dom: [], to_paint: [] };
+  const frameTimes = rec.frames.map((t) => rec.origin + t);
+  if (tl.flushes) {
+    let cumD = 0;
+    let jd = 0;
+    let kf = 0;
+    let piece = 0;
+    let cumP = 0;
+    for (const [seq, , sentMs, chars] of tl.flushes) {
+      cumD += chars;
+      while (jd < shown.length && shown[jd].chars < cumD) jd++;
+      const recv = received.get(seq);
+      const sent = tl.t0_ms + sentMs;
+      const dom = jd < shown.length ? shown[jd].t : null;
+      while (kf < frameTimes.length && dom !== null && frameTimes[kf] <= dom) kf++;
+      const paint = kf < frameTimes.length ? frameTimes[kf] : null;
+      // the pieces this delta carried
+      while (piece < tl.offsets_ms.length && cumP + tl.chars[piece] <= cumD) {
+        cumP += tl.chars[piece];
+        const produced = tl.t0_ms + tl.offsets_ms[piece];
+        piece++;
+        if (recv === undefined || dom === null || paint === null) continue;
+        stages.kernel.push(sent - produced);
+        stages.wire.push(recv - sent);
+        stages.to_dom.push(dom - recv);
+        stages.to_paint.push(paint - dom);
+      }
+    }
+  }
+  const stage = (xs) => ({ p50: r1(quantile(xs, 0.5)), p95: r1(quantile(xs, 0.95)) });
   const renders = rec.counters1.renders - rec.counters0.renders;
   const rafs = rec.counters1.frames - rec.counters0.frames;
   return {
@@ -148,6 +205,14 @@ await scenario(async ({ browser, page, params, log }) => {
       max: r1(lags.length ? Math.max(...lags) : null),
       first: r1(lags[0] ?? null),
       last: r1(lags.at(-1) ?? null),
+    },
+    stages_ms: {
+      measured: stages.kernel.length,
+      deltas_received: received.size,
+      kernel: stage(stages.kernel),
+      wire: stage(stages.wire),
+      to_dom: stage(stages.to_dom),
+      to_paint: stage(stages.to_paint),
     },
     counters: await counters(page),
   };
