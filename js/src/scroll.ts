@@ -106,7 +106,10 @@ export class ScrollFollower {
   private onScroll(): void {
     const l = this.list;
     const atBottom = l.scrollHeight - l.scrollTop - l.clientHeight <= STICK_PX;
-    if (atBottom) {
+    // Where the view itself stopped (at a reply's top, maybe a few pixels
+    // above the bottom) is not the reader coming back to the bottom.
+    const moved = Math.abs(l.scrollTop - this.setTop) >= 1;
+    if (atBottom && (this.following || moved)) {
       this.setFollowing(true);
     } else if (l.scrollTop < this.setTop - 1) {
       // The user moved up (the view only ever scrolls down, or stops): stop

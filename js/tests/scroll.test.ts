@@ -99,6 +99,20 @@ describe("ScrollFollower", () => {
     expect(jump.hidden).toBe(false);
   });
 
+  it("stopping just short of the bottom is not the reader coming back to it", () => {
+    const { jump, g, f, reply } = follower();
+    const r = reply(1000);
+    g.height = 1400 - ANCHOR_GAP_PX + 10; // the reply just outgrew the list
+    f.settle(r);
+    expect(g.top).toBe(1000 - ANCHOR_GAP_PX);
+    g.el.dispatchEvent(new Event("scroll")); // the event of the view's own scroll
+    expect(f.isFollowing).toBe(false);
+    g.height += 300;
+    f.settle(r);
+    expect(g.top).toBe(1000 - ANCHOR_GAP_PX);
+    expect(jump.hidden).toBe(false);
+  });
+
   it("a reply taller than the list when first shown is shown from its top", () => {
     const { g, f, reply } = follower();
     const r = reply(200);
