@@ -96,7 +96,7 @@ def test_math_streamed(
     assert shot.is_file() and shot.stat().st_size > 5_000, shot
 
 
-SCROLL_WORDS = 12_000
+SCROLL_WORDS = 20_000
 LONG_PARAGRAPH_WORDS = 900
 
 
@@ -119,7 +119,7 @@ def test_scrolling_respects_the_reader(
             "from nbstream import ChatWidget\n"
             "from nbstream.sources import ScriptedSource\n"
             f"ANSWER = {_long_answer()!r}\n"
-            "chat = ChatWidget(ScriptedSource(ANSWER, rate=1000), title='scroll')\n"
+            "chat = ChatWidget(ScriptedSource(ANSWER, rate=1600), title='scroll')\n"
             "chat",
             spacer,
         ],

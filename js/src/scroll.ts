@@ -14,6 +14,12 @@
  *   list's viewport, the list stops there instead, stops following, and shows
  *   "Jump to latest". It does that once per reply: a reader who then goes back
  *   to the bottom follows that reply to its end.
+ * - Blocks out of sight skip layout (`content-visibility: auto` in widget.css)
+ *   and count at an estimated height until they come into view; when the list
+ *   follows, the jump to the bottom brings some into view, they take their
+ *   real height, and the bottom moves after the frame was painted. A
+ *   ResizeObserver on the messages settles the list again when that happens,
+ *   so a finished reply still ends at its bottom.
  * - Only the list's own `scrollTop` is ever set: nothing here scrolls the
  *   page (no `scrollIntoView`, no focus), so the notebook around the widget
  *   stays where the reader left it while a reply streams.
@@ -31,6 +37,11 @@ export class ScrollFollower {
   private setTop = 0;
   /** the reply the list already stopped at (once per reply) */
   private stoppedAt: Element | null = null;
+  /** the reply being written at the last settle */
+  private anchor: Element | null = null;
+  /** watches the messages' sizes (null where the browser has no ResizeObserver) */
+  private readonly resizes: ResizeObserver | null;
+  private readonly observed = new Set<Element>();
 
   /**
    * `list`: the scrolling element; `jump`: the "Jump to latest" button, shown
@@ -44,6 +55,9 @@ export class ScrollFollower {
     jump.hidden = true;
     jump.addEventListener("click", () => this.follow(), { signal });
     list.addEventListener("scroll", () => this.onScroll(), { signal, passive: true });
+    const Observer = list.ownerDocument.defaultView?.ResizeObserver;
+    this.resizes = Observer === undefined ? null : new Observer(() => this.onResize());
+    signal.addEventListener("abort", () => this.resizes?.disconnect(), { once: true });
   }
 
   /** Whether the list follows new text. */
@@ -57,6 +71,8 @@ export class ScrollFollower {
    * taller than what the list shows.
    */
   settle(anchor: Element | null = null): void {
+    this.anchor = anchor;
+    this.observeChildren();
     if (!this.following) {
       return;
     }
@@ -78,6 +94,33 @@ export class ScrollFollower {
   follow(): void {
     this.setFollowing(true);
     this.scrollTo(this.list.scrollHeight);
+  }
+
+  /** A message changed size outside a paint (a block came into view and took its real height). */
+  private onResize(): void {
+    if (this.following) {
+      this.settle(this.anchor);
+    }
+  }
+
+  private observeChildren(): void {
+    if (this.resizes === null) {
+      return;
+    }
+    for (const child of this.list.children) {
+      if (!this.observed.has(child)) {
+        this.observed.add(child);
+        this.resizes.observe(child);
+      }
+    }
+    if (this.observed.size > this.list.children.length) {
+      for (const el of this.observed) {
+        if (el.parentElement !== this.list) {
+          this.observed.delete(el);
+          this.resizes.unobserve(el);
+        }
+      }
+    }
   }
 
   /** Where `el` starts in the list's scrolled content (px from the content's top). */

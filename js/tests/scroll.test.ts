@@ -183,6 +183,44 @@ describe("ScrollFollower", () => {
     expect(jump.hidden).toBe(true);
   });
 
+  it("settles again when a message takes its real height after the frame", () => {
+    const observers: { cb: () => void; targets: Set<Element> }[] = [];
+    class FakeResizeObserver {
+      readonly targets = new Set<Element>();
+      constructor(readonly cb: () => void) {
+        observers.push(this);
+      }
+      observe(el: Element) {
+        this.targets.add(el);
+      }
+      unobserve(el: Element) {
+        this.targets.delete(el);
+      }
+      disconnect() {
+        this.targets.clear();
+      }
+    }
+    vi.stubGlobal("ResizeObserver", FakeResizeObserver);
+    const { g, f, reply, list, controller } = follower();
+    const r = reply(100);
+    g.height = 450;
+    f.settle(r);
+    expect(g.top).toBe(50);
+    const ro = observers[0] as (typeof observers)[number];
+    expect([...ro.targets]).toEqual([r]);
+    g.height = 480; // blocks that came into view took their real height
+    ro.cb();
+    expect(g.top).toBe(80);
+    // a removed message is no longer watched
+    list.removeChild(r);
+    const next = reply(500);
+    f.settle(next);
+    expect([...ro.targets]).toEqual([next]);
+    controller.abort();
+    expect(ro.targets.size).toBe(0);
+    vi.unstubAllGlobals();
+  });
+
   it("stops listening when its signal aborts", () => {
     const { jump, g, f, controller } = follower();
     g.height = 1000;
