@@ -139,7 +139,7 @@ describe("the XSS corpus", () => {
       }),
       { numRuns: 15 },
     );
-  });
+  }, 60_000);
 });
 
 describe("sanitizer policy", () => {
