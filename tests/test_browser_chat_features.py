@@ -4,7 +4,8 @@
   theme (screenshots test-artifacts/test_math_*-widget.png): every delimiter
   renders as MathML that Chromium lays out, a formula shows only once closed
   (pending source dimmed on the way, never an error for a valid formula),
-  prices stay text, a broken formula shows its source, Copy gives the TeX.
+  prices stay text, a broken formula shows its source, Copy gives the TeX;
+  the light run also in Notebook 7 (...-notebook7-light-widget.png).
 * Scrolling while a long reply streams (tests/browser/scroll.mjs): the notebook
   never scrolls, one long paragraph is followed (or "Jump to latest" shows) at
   every frame, the list stops at the top of the long reply, and the reader's
@@ -29,7 +30,8 @@ THEME_NAMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 BROKEN = r"$\frac{1}{$"
 MATH_ANSWER = (
     "## Math, streamed\n\n"
-    r"Euler's identity $e^{i\pi} + 1 = 0$ and the Pythagorean \(a^2 + b^2 = c^2\)." "\n"
+    r"Euler's identity $e^{i\pi} + 1 = 0$ and the Pythagorean \(a^2 + b^2 = c^2\)."
+    "\n"
     "A coffee costs $5 and a book $10: those stay text.\n\n"
     "The sum of the first $n$ integers:\n\n"
     "$$\n\\sum_{k=1}^{n} k = \\frac{n(n+1)}{2}\n$$\n\n"
@@ -62,18 +64,26 @@ def test_math_streamed(
     theme: str,
 ) -> None:
     theme_setting(THEME_NAMES[theme])
-    path = jupyterlab.write_notebook(
-        notebook_name,
-        [
-            "from nbstream import ChatWidget\n"
-            "from nbstream.sources import ScriptedSource\n"
-            f"chat = ChatWidget(ScriptedSource({MATH_ANSWER!r}, rate=150), title='math')\n"
-            "chat.send('Some formulas, please')\n"
-            "chat"
-        ],
+    cell = (
+        "from nbstream import ChatWidget\n"
+        "from nbstream.sources import ScriptedSource\n"
+        f"chat = ChatWidget(ScriptedSource({MATH_ANSWER!r}, rate=150), title='math')\n"
+        "chat.send('Some formulas, please')\n"
+        "chat"
     )
-    r = run_scenario("math", timeout=180, notebook=path, label=theme, broken=BROKEN)
+    path = jupyterlab.write_notebook(notebook_name, [cell])
+    # the light run opens the notebook in Notebook 7 too (one screenshot there)
+    nb7 = {}
+    if theme == "light":
+        nb7["nb7_notebook"] = jupyterlab.write_notebook(f"nb7-{notebook_name}", [cell])
+    r = run_scenario("math", timeout=240, notebook=path, label=theme, broken=BROKEN, **nb7)
     assert r["theme"] == THEME_NAMES[theme]
+    if nb7:
+        n = r["notebook7"]["measured"]
+        assert n["formulas"] == 6 and n["all_laid_out"] and n["frac_stacked"], n
+        assert n["sources"] == [BROKEN] and n["pending_left"] == 0, n
+        shot7 = Path(r["notebook7"]["screenshot_widget"])
+        assert shot7.is_file() and shot7.stat().st_size > 5_000, shot7
     m = r["measured"]
     # $e^{iπ}+1=0$, \(a^2+b^2=c^2\), $n$, the two display blocks, the inline $$matrix$$
     assert m["formulas"] == 6, m

@@ -4,11 +4,12 @@
 // MathML out (a fraction has its numerator above its denominator, a display
 // formula is a block), prices stay text, a formula that does not parse shows
 // its source, and Copy gives the Markdown with the TeX source.
-// params: { notebook, label, broken }   (broken: the one formula source expected to fail)
-// Screenshots: <artifact>-<label>-widget.png
+// params: { notebook, label, broken, nb7_notebook? }   (broken: the one formula source expected
+// to fail; nb7_notebook: the same notebook again, opened in Notebook 7 too)
+// Screenshots: <artifact>-<label>-widget.png, <artifact>-notebook7-<label>-widget.png
 import path from 'node:path';
 import { SEL, waitForChat } from './chat.mjs';
-import { ARTIFACT, ARTIFACTS, openNotebook, runAllCells, scenario } from './lab.mjs';
+import { ARTIFACT, ARTIFACTS, TOKEN, URL_BASE, openNotebook, runAllCells, scenario } from './lab.mjs';
 
 // Runs in the page before its own scripts: watches every change to rendered Markdown.
 function installWatcher() {
@@ -91,5 +92,37 @@ await scenario(async ({ page, params, log }) => {
   const shot = path.join(ARTIFACTS, `${ARTIFACT}-${params.label}-widget.png`);
   await root.screenshot({ path: shot, timeout: 15_000 });
   const theme = await page.evaluate(() => document.body.dataset.jpThemeName ?? null);
-  return { watched, measured: m, copied, screenshot_widget: shot, theme };
+  const out = { watched, measured: m, copied, screenshot_widget: shot, theme };
+  if (params.nb7_notebook) out.notebook7 = await inNotebook7(page, params.nb7_notebook, params.label, log);
+  return out;
 });
+
+/** Notebook 7 exposes no application object: run the cell with the keyboard, as a person does. */
+async function inNotebook7(page, notebook, label, log) {
+  const encoded = notebook.split('/').map(encodeURIComponent).join('/');
+  await page.goto(`${URL_BASE}notebooks/${encoded}?token=${TOKEN}`, { timeout: 60_000 });
+  const cell = page.locator('.jp-Notebook .jp-Cell').first();
+  await cell.waitFor({ state: 'visible', timeout: 60_000 });
+  // a cell run before the page's kernel connection is up is dropped: try again until the widget shows
+  for (let attempt = 1; attempt <= 6; attempt++) {
+    await cell.locator('.jp-InputPrompt').first().click();
+    await page.keyboard.press('Shift+Enter');
+    try {
+      await page.locator(SEL.root).first().waitFor({ state: 'visible', timeout: 10_000 });
+      break;
+    } catch {
+      log(`notebook 7, attempt ${attempt}: no widget yet`);
+    }
+  }
+  await page.waitForFunction(
+    (sel) => document.querySelector(`${sel.root} ${sel.message}[data-role="assistant"]`)?.dataset.status === 'done',
+    SEL,
+    { timeout: 60_000, polling: 100 },
+  );
+  const m = await page.evaluate(measure);
+  const root = page.locator(SEL.root).first();
+  await root.scrollIntoViewIfNeeded();
+  const shot = path.join(ARTIFACTS, `${ARTIFACT}-notebook7-${label}-widget.png`);
+  await root.screenshot({ path: shot, timeout: 15_000 });
+  return { measured: m, screenshot_widget: shot };
+}
