@@ -46,11 +46,14 @@ def _check_stream(r: dict, source: str, prompt: str | None) -> None:
     assert growth["increasing"], growth
     assert _words(end["answer_text"]) == _words(source)
     assert r["kernel"] == {"text": source, "status": "done"}
-    # under its maximum height, and following the bottom
+    # under its maximum height; a long answer is shown from its beginning: the
+    # list followed it until its top reached the list's top, stopped there, and
+    # offers "Jump to latest" (js/src/scroll.ts)
     assert end["max_height"].endswith("px"), end["max_height"]
     scroll = end["scroll"]
     assert scroll["height"] > scroll["client"], scroll  # long enough to scroll
-    assert scroll["height"] - scroll["top"] - scroll["client"] <= 2, scroll
+    assert abs(scroll["top"] - max(scroll["answer"] - 4, 0)) <= 2, scroll
+    assert scroll["jump"], scroll
     assert Path(r["streaming_screenshot"]).is_file()
 
 

@@ -31,6 +31,11 @@
  * frozen too, and the result equals a one-shot render of the whole text
  * ({@link renderOnce}); the property tests check this for random splits.
  *
+ * Math (math.ts) follows the same cut: a display formula is one block, and
+ * while the text grows, a formula whose closer has not arrived shows its
+ * source dimmed (`mathOpen` in the tail's env); frozen chunks and the
+ * finished text render as the one-shot render does.
+ *
  * Line breaks are normalized as markdown-it does (CRLF and CR to LF), holding
  * back a trailing CR that may be the first half of a CRLF split across deltas.
  * Runs on the browser's main thread, inside the frame loop's render.
@@ -214,7 +219,8 @@ export class MarkdownSink implements Sink {
     const doc = this.el.ownerDocument;
     const tail = this.text.slice(this.frozen);
     this.lastTailChars = tail.length;
-    const env: MarkdownEnv = { references: { ...this.refs } };
+    // while the text grows, a formula still waiting for its closer shows as pending source
+    const env: MarkdownEnv = { references: { ...this.refs }, mathOpen: !final };
     const tokens = parse(tail, env);
     const cut = final ? { offset: tail.length, index: tokens.length } : findCut(tail, tokens);
 

@@ -14,6 +14,9 @@
  *   labels are CSS-generated, so that the text of a message stays its text.
  * - Tables are wrapped in a horizontally scrolling box, and their column
  *   alignment becomes a class: no `style` attribute is ever emitted.
+ * - Math (`$…$`, `$$…$$`, `\(…\)`, `\[…\]`) becomes MathML (math.ts); with
+ *   `env.mathOpen` (a text still growing) an unclosed formula at the end shows
+ *   its source, dimmed, instead.
  *
  * The renderer output of consecutive top-level block slices concatenates to
  * the output of the whole, which incremental.ts relies on.
@@ -24,6 +27,7 @@ import MarkdownItCallable, {
   type RendererRule,
   type Token,
 } from "markdown-it";
+import { mathPlugin } from "./math";
 
 /** Reference definitions (`[label]: url "title"`), as markdown-it keeps them in its env. */
 export type References = Record<string, { href: string; title: string }>;
@@ -97,6 +101,7 @@ function createParser(): MarkdownIt {
   };
   rules.th_open = cell;
   rules.td_open = cell;
+  md.use(mathPlugin);
   return md;
 }
 

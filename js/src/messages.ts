@@ -15,7 +15,7 @@
  *                               button.nbs-continue (a reply cut at the token limit,
  *                               where the widget can continue it)
  *         details.nbs-detail    the traceback of an error, on demand
- *     button.nbs-jump           "Jump to latest", while the user has scrolled up
+ *     button.nbs-jump           "Jump to latest", while the list does not follow (scroll.ts)
  *
  * Messages change only in {@link MessageList.paint}, which the owning view
  * calls from the frame loop's render with what changed. Model output reaches
@@ -29,6 +29,7 @@ import type { Highlighter } from "./highlight";
 import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { FINAL_STATUSES } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
+import { ScrollFollower } from "./scroll";
 import { isWaiting, LiveRate, statusLabel } from "./status";
 import { TextSink } from "./text";
 
@@ -49,8 +50,6 @@ export interface ListOptions {
   canContinue?: boolean;
 }
 
-/** Within this many pixels of the bottom, the list follows new text. */
-const STICK_PX = 24;
 /** The live rate in a status line changes at most this often (ms). */
 const RATE_EVERY_MS = 500;
 
@@ -116,14 +115,10 @@ export class MessageList {
   /** `div.nbs-messages`: the scrolling list itself */
   readonly list: HTMLDivElement;
   private readonly doc: Document;
-  private readonly jump: HTMLButtonElement;
+  private readonly scroll: ScrollFollower;
   private readonly nodes = new Map<string, MessageNode>();
   /** ids of the nodes created and not painted yet */
   private readonly fresh = new Set<string>();
-  /** whether the list follows new text (the user has not scrolled up) */
-  private stuck = true;
-  /** the scrollTop the view last set, to tell the user's scrolling from ours */
-  private setTop = 0;
 
   constructor(
     doc: Document,
@@ -135,12 +130,9 @@ export class MessageList {
     this.list.setAttribute("role", "list");
     this.list.setAttribute("aria-label", options.label);
     this.list.tabIndex = 0;
-    this.jump = makeButton(doc, "nbs-jump", "Jump to latest ↓", "Jump to the latest message");
-    this.jump.hidden = true;
-    this.el.append(this.list, this.jump);
-    const opts = { signal: options.signal };
-    this.jump.addEventListener("click", () => this.follow(), opts);
-    this.list.addEventListener("scroll", () => this.onScroll(), { ...opts, passive: true });
+    const jump = makeButton(doc, "nbs-jump", "Jump to latest ↓", "Jump to the latest message");
+    this.el.append(this.list, jump);
+    this.scroll = new ScrollFollower(this.list, jump, options.signal);
   }
 
   /** The message as last painted, if this list shows it. */
@@ -230,20 +222,20 @@ export class MessageList {
     return statusChanged && e.role === "assistant" ? node.shownLabel : null;
   }
 
-  /** After a frame's paints: keep the list at the bottom unless the user scrolled away. */
+  /**
+   * After a frame's paints: keep the list at the bottom unless the user
+   * scrolled away, and stop at the top of a reply being written once it is
+   * taller than the list (scroll.ts).
+   */
   settle(): void {
-    if (this.stuck) {
-      this.scrollToBottom();
-    }
+    const last = this.list.lastElementChild as HTMLElement | null;
+    const live = last?.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
+    this.scroll.settle(live ? last : null);
   }
 
   /** Follow new text again, from now on. */
   follow(): void {
-    this.stuck = true;
-    if (!this.jump.hidden) {
-      this.jump.hidden = true;
-    }
-    this.scrollToBottom();
+    this.scroll.follow();
   }
 
   private countChars(node: MessageNode, length: number): void {
@@ -431,28 +423,6 @@ export class MessageList {
         node.el.appendChild(details);
         node.detail = details;
       }
-    }
-  }
-
-  private scrollToBottom(): void {
-    const l = this.list;
-    l.scrollTop = l.scrollHeight;
-    this.setTop = l.scrollTop;
-  }
-
-  private onScroll(): void {
-    const l = this.list;
-    const atBottom = l.scrollHeight - l.scrollTop - l.clientHeight <= STICK_PX;
-    if (atBottom) {
-      this.stuck = true;
-    } else if (l.scrollTop < this.setTop - 1) {
-      // The user moved up (the view only ever scrolls down): stop following.
-      // Text that grew since the view last scrolled leaves scrollTop as it was.
-      this.stuck = false;
-    }
-    this.setTop = l.scrollTop;
-    if (this.jump.hidden !== this.stuck) {
-      this.jump.hidden = this.stuck;
     }
   }
 }

@@ -7,10 +7,15 @@
  * The policy, for hostile input in a JupyterLab page (which is not a sandbox):
  * - tags: text structure only (p, headings, lists, quotes, tables, code, em,
  *   strong, s, a, br, hr, span, div) and `button` for the placeholders and copy
- *   buttons markdown.ts emits. No script, style, iframe, object, embed, form,
- *   input, svg, math, template, img, video, audio, meta, base, link.
- * - attributes: href, title, class (filtered), start, type, aria-label. No
- *   `style`, no `id`/`name` (DOM clobbering), no event handlers, and no `data-*`
+ *   buttons markdown.ts emits; and the presentation MathML that math.ts
+ *   (Temml) emits for formulas. No script, style, iframe, object, embed, form,
+ *   input, svg, template, img, video, audio, meta, base, link; no MathML
+ *   `maction`, `annotation-xml` or `semantics` (the ways MathML can carry HTML
+ *   or behaviour).
+ * - attributes: href (on `a` only), title, class (filtered), start, type,
+ *   aria-label, and MathML's presentation attributes, whose lengths are
+ *   bounded ({@link mathLengthOk}) and colours plain. No `style`, no
+ *   `id`/`name` (DOM clobbering), no event handlers, and no `data-*`
  *   attribute: JupyterLab runs the command named in `data-commandlinker-command`
  *   on click (CVE-2026-42557), and DOMPurify keeps data attributes by default.
  * - classes: only `language-*`, `hljs*` and `nbs-*` survive, so model output
@@ -57,7 +62,120 @@ const ALLOWED_TAGS = [
   "thead",
   "tr",
   "ul",
+  // presentation MathML, as Temml writes it
+  "math",
+  "menclose",
+  "merror",
+  "mfrac",
+  "mi",
+  "mmultiscripts",
+  "mn",
+  "mo",
+  "mover",
+  "mpadded",
+  "mphantom",
+  "mprescripts",
+  "mroot",
+  "mrow",
+  "ms",
+  "mspace",
+  "msqrt",
+  "mstyle",
+  "msub",
+  "msubsup",
+  "msup",
+  "mtable",
+  "mtd",
+  "mtext",
+  "mtr",
+  "munder",
+  "munderover",
+  "none",
 ];
+
+/** MathML presentation attributes kept (never href, never xlink, never actiontype). */
+const MATH_ATTRS = [
+  "accent",
+  "accentunder",
+  "columnalign",
+  "columnlines",
+  "columnspacing",
+  "columnspan",
+  "depth",
+  "display",
+  "displaystyle",
+  "fence",
+  "form",
+  "framespacing",
+  "height",
+  "largeop",
+  "linethickness",
+  "lspace",
+  "mathbackground",
+  "mathcolor",
+  "mathsize",
+  "mathvariant",
+  "maxsize",
+  "minsize",
+  "movablelimits",
+  "notation",
+  "rowalign",
+  "rowlines",
+  "rowspacing",
+  "rowspan",
+  "rspace",
+  "scriptlevel",
+  "separator",
+  "stretchy",
+  "symmetric",
+  "voffset",
+  "width",
+];
+
+/** MathML attributes that are lengths: kept only when {@link mathLengthOk}. */
+const MATH_LENGTHS = new Set([
+  "depth",
+  "height",
+  "lspace",
+  "mathsize",
+  "maxsize",
+  "minsize",
+  "rspace",
+  "voffset",
+  "width",
+]);
+
+/** ems per unit, to bound lengths (a percentage counts as a hundredth of an em). */
+const EM_PER: Record<string, number> = {
+  "": 1,
+  em: 1,
+  ex: 0.5,
+  mu: 1 / 18,
+  pt: 0.1,
+  px: 1 / 16,
+  "%": 0.01,
+};
+
+/** Largest length a formula may have in one attribute, in em. */
+const MAX_MATH_EM = 25;
+
+const LENGTH_RE = /^([+-]?(?:\d+\.?\d*|\.\d+))(em|ex|mu|pt|px|%)?$/;
+
+/**
+ * Whether a MathML length attribute may stay: a plain number with a unit, at
+ * most {@link MAX_MATH_EM} em either way (Temml caps sizes too; this is the
+ * net under it, so a formula cannot cover the page).
+ */
+export function mathLengthOk(value: string): boolean {
+  const m = LENGTH_RE.exec(value.trim());
+  if (m === null) {
+    return false;
+  }
+  return Math.abs(Number(m[1]) * (EM_PER[m[2] ?? ""] as number)) <= MAX_MATH_EM;
+}
+
+/** A colour value: a hex colour or a colour name, nothing that could be a URL or CSS. */
+const COLOR_RE = /^(?:#[0-9a-fA-F]{3,8}|[a-zA-Z]{1,20})$/;
 
 const FORBID_TAGS = [
   "applet",
@@ -74,7 +192,10 @@ const FORBID_TAGS = [
   "img",
   "input",
   "link",
-  "math",
+  "maction",
+  "annotation",
+  "annotation-xml",
+  "semantics",
   "meta",
   "noscript",
   "object",
@@ -92,9 +213,20 @@ const FORBID_TAGS = [
 
 const CONFIG: Config = {
   ALLOWED_TAGS,
-  ALLOWED_ATTR: ["href", "title", "class", "start", "type", "aria-label"],
+  ALLOWED_ATTR: ["href", "title", "class", "start", "type", "aria-label", ...MATH_ATTRS],
   FORBID_TAGS,
-  FORBID_ATTR: ["style", "id", "name", "src", "srcset", "action", "formaction", "target"],
+  FORBID_ATTR: [
+    "style",
+    "id",
+    "name",
+    "src",
+    "srcset",
+    "action",
+    "formaction",
+    "target",
+    "xlink:href",
+    "actiontype",
+  ],
   ALLOW_DATA_ATTR: false,
   ALLOW_ARIA_ATTR: false,
   ALLOW_UNKNOWN_PROTOCOLS: false,
@@ -145,7 +277,11 @@ function createPurifier(win: Window): DOMPurify {
   const purify = createDOMPurify(win as unknown as Parameters<typeof createDOMPurify>[0]);
   purify.setConfig(CONFIG);
   purify.addHook("uponSanitizeAttribute", (_node, data) => {
-    if (data.attrName === "class") {
+    if (MATH_LENGTHS.has(data.attrName)) {
+      data.keepAttr = mathLengthOk(data.attrValue);
+    } else if (data.attrName === "mathcolor" || data.attrName === "mathbackground") {
+      data.keepAttr = COLOR_RE.test(data.attrValue.trim());
+    } else if (data.attrName === "class") {
       const kept = data.attrValue.split(/\s+/).filter((c) => CLASS_RE.test(c));
       if (kept.length > 0) {
         data.attrValue = kept.join(" ");
@@ -165,6 +301,9 @@ function createPurifier(win: Window): DOMPurify {
       }
     }
     const tag = node.tagName;
+    if (tag !== "A" && node.hasAttribute("href")) {
+      node.removeAttribute("href"); // a link is an `a`, never a MathML element
+    }
     if (tag === "A") {
       const href = node.getAttribute("href");
       if (href !== null && safeLinkUrl(href)) {

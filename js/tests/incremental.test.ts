@@ -2,7 +2,8 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { findCut, MarkdownSink, renderOnce } from "../src/incremental";
-import { parse } from "../src/markdown";
+import { parse, renderTokens } from "../src/markdown";
+import { sanitize } from "../src/sanitize";
 import { ALL, CORPUS } from "./corpus";
 
 const oneShot = (text: string): string => {
@@ -94,7 +95,7 @@ describe("incremental Markdown equals a one-shot render", () => {
     }
     sink.finish();
     expect(el.innerHTML).toBe(oneShot(ALL));
-  });
+  }, 60_000);
 
   it("replace, append after finish, and CR held across deltas", () => {
     const el = document.createElement("div");
@@ -208,4 +209,81 @@ describe("findCut", () => {
   it("never cuts inside an open fence", () => {
     expect(cut("intro\n\n```\ncode\n\n# not heading\n\nmore\n")).toBe("intro\n\n");
   });
+});
+
+/** Documents with math: every delimiter, prices, escapes, failures, unclosed formulas. */
+const MATH_DOCS: Record<string, string> = {
+  inline:
+    "Euler: $e^{i\\pi} + 1 = 0$, and \\(a^2 + b^2 = c^2\\) holds.\nIt costs $5 and $10, or \\$3.\n",
+  display:
+    "The sum:\n\n$$\n\\sum_{i=1}^{n} i = \\frac{n(n+1)}{2}\n$$\n\nand\n\\[\n\\int_0^1 x\\,dx = \\tfrac12\n\\]\nafter.\n",
+  mixed:
+    "# Formulas\n\n- a list with $x_1$\n- and $$\\sqrt{2}$$ inline display\n\n> quoted \\(\\alpha\\)\n\n| a | b |\n|---|---|\n| $x$ | \\(y\\) |\n\n```\n$not math$\n```\n\n`$code$` then $\\frac{a}{b}$ end",
+  broken:
+    "Bad: $\\frac{a}{$ and $x^$ and \\(\\left(\\).\n\n$$\n\\begin{matrix} a \\end{pmatrix}\n$$\n",
+  unclosed: "Text $x + y and more\n\nnext $$ still open\n\n$$\n\\frac{a}{b}\n\nno close",
+  dense: "$a$$b$ $ c$ $d $ $$e$$$f$ \\\\(g\\\\) \\(h\\) $i$5 $j$.\n$$k$$\n\\[l\\]\n",
+};
+
+/** What the sink should show for `text` while it may still grow: a one-shot parse of it as open text. */
+const oneShotOpen = (text: string): string => {
+  const env = { mathOpen: true };
+  const el = document.createElement("div");
+  el.appendChild(sanitize(document, renderTokens(parse(text, env), env)));
+  return el.innerHTML;
+};
+
+describe("incremental Markdown with math equals a one-shot render", () => {
+  const mathDocs = Object.entries(MATH_DOCS);
+
+  it.each(mathDocs)(
+    "%s: split once at every position, after the last delta",
+    (_name, text) => {
+      const want = oneShot(text);
+      for (let i = 0; i <= text.length; i++) {
+        const el = document.createElement("div");
+        const sink = new MarkdownSink(el);
+        sink.append(text.slice(0, i));
+        sink.append(text.slice(i));
+        sink.finish();
+        expect(el.innerHTML, `split at ${i}`).toBe(want);
+      }
+    },
+    60_000,
+  );
+
+  it.each(mathDocs)(
+    "%s: character by character, at every frame and after",
+    (_name, text) => {
+      const el = document.createElement("div");
+      const sink = new MarkdownSink(el);
+      for (const ch of text) {
+        sink.append(ch);
+        expect(el.innerHTML, JSON.stringify(sink.source)).toBe(oneShotOpen(sink.source));
+      }
+      sink.finish();
+      expect(el.innerHTML).toBe(oneShot(text));
+    },
+    60_000,
+  );
+
+  it.each(mathDocs)(
+    "%s: for random splits into frames",
+    (_name, text) => {
+      const want = oneShot(text);
+      fc.assert(
+        fc.property(stream(text), (frames) => {
+          const el = document.createElement("div");
+          const sink = new MarkdownSink(el);
+          for (const f of frames) {
+            sink.append(f);
+          }
+          sink.finish();
+          expect(el.innerHTML).toBe(want);
+        }),
+        { numRuns: 40 },
+      );
+    },
+    60_000,
+  );
 });

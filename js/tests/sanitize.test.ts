@@ -14,8 +14,9 @@ const PAYLOADS: { name: string; text: string }[] = JSON.parse(
   readFileSync(join(__dirname, "..", "..", "tests", "browser", "xss_payloads.json"), "utf8"),
 );
 
+// MathML is allowed (formulas); its risky parts are not (maction, semantics, annotation).
 const FORBIDDEN_TAGS =
-  "script, style, iframe, frame, object, embed, img, svg, math, form, input, textarea, select, video, audio, source, meta, base, link, template, noscript, x-nbs, marquee, details, body";
+  "script, style, iframe, frame, object, embed, img, svg, maction, semantics, annotation, annotation-xml, mglyph, form, input, textarea, select, video, audio, source, meta, base, link, template, noscript, x-nbs, marquee, details, body";
 const CLASS_RE = /^(?:nbs-[a-z-]+|hljs(?:-[a-z_-]+)?|language-[A-Za-z0-9_+#.-]{1,40})$/;
 const ALLOWED_ATTRS = new Set([
   "href",
@@ -26,7 +27,29 @@ const ALLOWED_ATTRS = new Set([
   "aria-label",
   "target",
   "rel",
+  // MathML presentation attributes (lengths bounded, colours plain: checked below)
+  "accent",
+  "columnalign",
+  "depth",
+  "display",
+  "displaystyle",
+  "fence",
+  "form",
+  "height",
+  "lspace",
+  "mathbackground",
+  "mathcolor",
+  "mathsize",
+  "mathvariant",
+  "movablelimits",
+  "notation",
+  "rspace",
+  "scriptlevel",
+  "stretchy",
+  "width",
 ]);
+
+const LENGTH_ATTRS = ["width", "height", "depth", "lspace", "rspace", "mathsize"];
 
 /** Every reason `root` is unsafe; empty when it is safe. */
 function violations(root: ParentNode): string[] {
@@ -38,6 +61,21 @@ function violations(root: ParentNode): string[] {
     for (const name of el.getAttributeNames()) {
       if (!ALLOWED_ATTRS.has(name)) {
         out.push(`attribute ${name} on ${el.tagName}`);
+      }
+    }
+    for (const name of LENGTH_ATTRS) {
+      const v = el.getAttribute(name);
+      if (
+        v !== null &&
+        !/^-?(?:\d{1,2}(?:\.\d+)?|\.\d+)(?:em|ex)?$|^-?\d{1,3}(?:\.\d+)?(?:pt|px)$/.test(v)
+      ) {
+        out.push(`length ${name}=${v} on ${el.tagName}`);
+      }
+    }
+    for (const name of ["mathcolor", "mathbackground"]) {
+      const v = el.getAttribute(name);
+      if (v !== null && !/^(?:#[0-9a-f]{3,8}|[a-z]+)$/i.test(v)) {
+        out.push(`colour ${name}=${v} on ${el.tagName}`);
       }
     }
     const cls = el.getAttribute("class");
@@ -101,7 +139,7 @@ describe("the XSS corpus", () => {
       }),
       { numRuns: 15 },
     );
-  });
+  }, 60_000);
 });
 
 describe("sanitizer policy", () => {

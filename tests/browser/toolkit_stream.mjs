@@ -1,8 +1,8 @@
 // Mode "stream" end to end: a cell that shows one live answer (nbstream.stream()
 // or the %%stream magic) is run; the answer is recorded frame by frame from
 // before the cell runs until it is done. Reports the growth, the layout (no
-// input box, the prompt, Stop while live, copy button, stuck to the bottom
-// under a maximum height), and what the kernel holds.
+// input box, the prompt, Stop while live, copy button, a long answer shown
+// from its beginning under a maximum height), and what the kernel holds.
 // params: { notebook, variable: the handle's name in the kernel ("view", "_stream") }
 // Screenshots: <artifact>-streaming.png (mid-stream), <artifact>.png (the end).
 import { startRecorder, growthOf, kernelJson, waitAllFinal, waitForAssistants } from './record.mjs';
@@ -53,7 +53,14 @@ await scenario(async ({ page, params, screenshot }) => {
       stop_visible: Boolean(stop && !stop.hidden),
       copy_visible: Boolean(copy && !copy.hidden),
       max_height: getComputedStyle(list).maxHeight,
-      scroll: { top: list.scrollTop, client: list.clientHeight, height: list.scrollHeight },
+      scroll: {
+        top: list.scrollTop,
+        client: list.clientHeight,
+        height: list.scrollHeight,
+        // where the answer starts in the list's content, and whether "Jump to latest" shows
+        answer: answer.getBoundingClientRect().top - list.getBoundingClientRect().top - list.clientTop + list.scrollTop,
+        jump: !root.querySelector('.nbs-jump').hidden,
+      },
       counters: JSON.parse(JSON.stringify(root.__nbstream)),
     };
   });

@@ -14,7 +14,7 @@ import { openNotebook, runAllCells, scenario } from './lab.mjs';
 // Runs in the page before its own scripts: installs the watcher (before the widget exists).
 function installWatcher() {
   const BAD_TAGS = new Set(
-    'SCRIPT STYLE IFRAME FRAME OBJECT EMBED IMG SVG MATH FORM INPUT TEXTAREA SELECT VIDEO AUDIO SOURCE META BASE LINK TEMPLATE NOSCRIPT MARQUEE DETAILS BODY X-NBS'.split(' '),
+    'SCRIPT STYLE IFRAME FRAME OBJECT EMBED IMG SVG FORM INPUT TEXTAREA SELECT VIDEO AUDIO SOURCE META BASE LINK TEMPLATE NOSCRIPT MARQUEE DETAILS BODY X-NBS MACTION SEMANTICS ANNOTATION ANNOTATION-XML MGLYPH'.split(' '),
   );
   const BAD_ATTRS = new Set('style id name src srcset action formaction xlink:href background poster'.split(' '));
   const state = { violations: [], checked: 0, watching: true };
@@ -24,6 +24,10 @@ function installWatcher() {
     state.checked += 1;
     const where = `${el.tagName.toLowerCase()} in ${el.closest('.nbs-message')?.dataset.id ?? '?'}`;
     if (BAD_TAGS.has(el.tagName.toUpperCase())) state.violations.push(`tag: ${where}`);
+    // MathML only as a rendered formula (model output cannot write raw MathML)
+    if (el.namespaceURI === 'http://www.w3.org/1998/Math/MathML' && !el.closest('.nbs-math, .nbs-math-block')) {
+      state.violations.push(`MathML outside a formula: ${where}`);
+    }
     for (const name of el.getAttributeNames()) {
       const n = name.toLowerCase();
       if (n.startsWith('on') || n.startsWith('data-') || BAD_ATTRS.has(n)) {
