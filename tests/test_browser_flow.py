@@ -90,7 +90,7 @@ def test_text_flows_while_the_main_thread_is_blocked(
             _chat_cell(_numbered("w", 3000), rate=200),
             "import time\n"
             "acks_before = chat._channel.acks\n"
-            "time.sleep(3)\n"
+            "time.sleep(3)\n"  # the scenario: a cell that blocks the main thread
             "print('slept', chat._channel.acks - acks_before)",
         ],
     )

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import _thread
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
-from _sources import SlowLoading
+from _sources import Held
+from _wait import wait_until
 
 from nbstream import ChatWidget, ReplyError
 from nbstream.sources import IteratorSource, ScriptedSource
@@ -39,6 +41,25 @@ class Wire:
                     if m.get("method") == "update" and "conversation" in m.get("state", {})]
 
 
+def last_status(wire: Wire, mid: str) -> str | None:
+    """The status of message ``mid`` in the latest state the view received."""
+    states = wire.states()
+    if not states:
+        return None
+    return next((e["status"] for e in states[-1] if e["id"] == mid), None)
+
+
+def in_reply_wait(thread_id: int | None) -> bool:
+    """Whether the thread ``thread_id`` is blocked inside ``Reply.wait``."""
+    frame = sys._current_frames().get(thread_id or 0)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "wait" and code.co_filename.endswith("reply.py"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 def view_text(wire: Wire, mid: str) -> str:
     """Replay the wire with the view's sequence rules; return what it shows."""
     text, seq = "", 0
@@ -66,7 +87,7 @@ def test_stream_reaches_view_in_order_and_state_holds_final_text() -> None:
     wire = Wire(w)
     r = w.send("go")
     assert r.wait(10) == TEXT
-    time.sleep(0.05)
+    wait_until(lambda: last_status(wire, r.id) == "done", message="the final state")
     ds = wire.deltas(r.id)
     assert [d["seq"] for d in ds] == list(range(1, len(ds) + 1))
     assert len(ds) >= 2
@@ -101,12 +122,21 @@ def test_send_validates_input() -> None:
 
 
 def test_shared_source_queues_replies_in_order_without_mixing() -> None:
-    src = ScriptedSource(lambda msgs: f"answer to {msgs[-1]['content']} " * 20, rate=500)
+    gate = threading.Event()  # holds A's answer until the test has looked at B
+
+    def answer(msgs: Sequence[ChatMessage]) -> Iterator[str]:
+        if msgs[-1]["content"] == "A":
+            gate.wait(30)
+        for _ in range(20):
+            yield f"answer to {msgs[-1]['content']} "
+
+    src = IteratorSource(answer)
     a, b = ChatWidget(src), ChatWidget(src)
     ra = a.send("A")
     rb = b.send("B")
-    time.sleep(0.02)
-    assert rb.status == "queued"
+    wait_until(lambda: ra.status == "running", message="A running")
+    assert rb.status == "queued"  # one source: B waits for A's turn to end
+    gate.set()
     assert ra.wait(10) == "answer to A " * 20
     assert rb.wait(10) == "answer to B " * 20
 
@@ -139,7 +169,7 @@ def test_source_error_keeps_partial_text_and_widget_recovers() -> None:
     assert r.text == "word0 word1 word2 word3 word4"
     assert isinstance(info.value.__cause__, RuntimeError)
     assert r.error is info.value.__cause__
-    time.sleep(0.05)
+    wait_until(lambda: last_status(wire, r.id) == "error", message="the error state")
     last = wire.states()[-1][-1]
     assert last["status"] == "error"
     assert "scripted failure" in last["error"]
@@ -152,15 +182,25 @@ def test_stop_keeps_what_was_shown_and_sends_nothing_after() -> None:
     w = ChatWidget(ScriptedSource(TEXT, rate=200))
     wire = Wire(w)
     r = w.send("go")
-    time.sleep(0.3)
+    wait_until(lambda: wire.deltas(r.id), message="a first delta")
     assert w.stop() == 1
     r.wait(2)
     assert r.status == "stopped"
-    n = len(wire.msgs)
-    time.sleep(0.2)
+    wait_until(lambda: last_status(wire, r.id) == "stopped", message="the stopped state")
+    # one more state after it (a new view says hello): the pump, which sends in
+    # order, has nothing for this reply between the stopped state and that one
+    stopped_at = len(wire.msgs)
+    w._on_view_msg(w, {"kind": "hello"}, [])
+    wait_until(lambda: len(wire.msgs) > stopped_at, message="the state for the hello")
     assert TEXT.startswith(r.text) and 0 < len(r.text) < len(TEXT)
     assert view_text(wire, r.id) == r.text
-    assert all(m.get("method") != "custom" for m in wire.msgs[n:])
+    with wire.lock:
+        last_delta = max(i for i, m in enumerate(wire.msgs) if m.get("method") == "custom")
+        first_stopped = next(
+            i for i, m in enumerate(wire.msgs) if m.get("method") == "update"
+            and any(e["id"] == r.id and e["status"] == "stopped"
+                    for e in m["state"].get("conversation", [])))
+    assert last_delta < first_stopped  # no delta after the stop
 
 
 def test_view_messages_drive_the_widget() -> None:
@@ -170,23 +210,30 @@ def test_view_messages_drive_the_widget() -> None:
     w._on_view_msg(w, {"kind": "send", "text": "   "}, [])  # ignored
     w._on_view_msg(w, {"kind": "bogus"}, [])  # ignored
     w._on_view_msg(w, "not even a dict", [])  # ignored
-    time.sleep(0.1)
+    wait_until(lambda: w.replies, message="the reply the view asked for")
     (r,) = w.replies
     assert r.prompt == "from the view"
     w._on_view_msg(w, {"kind": "stop", "id": r.id}, [])
     r.wait(2)
     assert r.status == "stopped"
-    time.sleep(0.05)
+    wait_until(lambda: last_status(wire, r.id) == "stopped", message="the stopped state")
     before = len(wire.states())
     w._on_view_msg(w, {"kind": "hello"}, [])  # a new view: state is re-sent even if unchanged
-    time.sleep(0.1)
+    wait_until(lambda: len(wire.states()) > before, message="the state re-sent for the hello")
     assert len(wire.states()) == before + 1
 
 
 def test_kernel_interrupt_during_wait_stops_the_reply() -> None:
     w = ChatWidget(ScriptedSource(TEXT, rate=100))
     r = w.send("go")
-    threading.Timer(0.3, _thread.interrupt_main).start()
+    main = threading.main_thread().ident
+
+    def interrupt_once_waiting() -> None:
+        # Ctrl-C lands while the main thread is inside Reply.wait(), not before
+        wait_until(lambda: r.text and in_reply_wait(main), message="the main thread in wait()")
+        _thread.interrupt_main()
+
+    threading.Thread(target=interrupt_once_waiting, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
         r.wait()
     assert r.status == "stopped"
@@ -218,13 +265,11 @@ def test_start_stop_cycles_leave_no_threads_behind() -> None:
     base = threading.active_count()
     for _ in range(100):
         r = w.send("go")
-        time.sleep(0.002)
+        time.sleep(0.002)  # the scenario: stop a reply just after it started
         r.cancel()
         r.wait(2)
-    deadline = time.monotonic() + 5
-    while threading.active_count() > base and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert threading.active_count() <= base
+    # the workers end once their lane is empty
+    wait_until(lambda: threading.active_count() <= base, message="the worker threads ended")
     assert all(r.status in ("stopped", "done") for r in w.replies)
 
 
@@ -239,9 +284,10 @@ def test_clear_forgets_the_conversation() -> None:
 def test_regenerate_replaces_the_last_answer() -> None:
     answers = iter(["first answer", "second answer"])
     w = ChatWidget(IteratorSource(lambda m: [next(answers)]))
-    w.send("q").wait(5)
+    first = w.send("q")
+    first.wait(5)
     w._on_view_msg(w, {"kind": "regenerate"}, [])
-    time.sleep(0.05)
+    wait_until(lambda: w.last is not first, message="the regenerated reply")
     r = w.last
     assert r is not None and r.wait(5) == "second answer"
     assert [(m["role"], m["content"]) for m in w.messages] == [
@@ -252,18 +298,34 @@ def test_regenerate_replaces_the_last_answer() -> None:
 
 
 def test_every_status_change_reaches_the_view() -> None:
-    w = ChatWidget(SlowLoading(TEXT, rate=2000, load_s=0.1))
+    # The pump publishes the state as it is when it sends (coalesced), so the
+    # source holds each stage until the view has seen it.
+    src = Held([w if i == 0 else " " + w for i, w in enumerate(TEXT.split(" "))])
+    w = ChatWidget(src)
     wire = Wire(w)
     r = w.send("go")
+    wait_until(lambda: last_status(wire, r.id) == "loading", message="loading shown")
+    src.load.set()
+    wait_until(lambda: last_status(wire, r.id) == "running", message="running shown")
+
+    def first_running() -> int:
+        with wire.lock:
+            return next(i for i, m in enumerate(wire.msgs) if m.get("method") == "update"
+                        and m["state"]["conversation"][-1]["status"] == "running")
+
+    def deltas_after_running() -> int:
+        start = first_running()
+        with wire.lock:
+            return sum(m.get("method") == "custom" for m in wire.msgs[start:])
+
+    # "running" arrived while deltas were still coming, not only at the end
+    src.second.set()
+    wait_until(deltas_after_running, message="a delta after the running state")
+    src.rest.set()
     r.wait(10)
-    time.sleep(0.05)
+    wait_until(lambda: last_status(wire, r.id) == "done", message="the final state")
     seen = [s[-1]["status"] for s in wire.states() if s and s[-1]["id"] == r.id]
     assert seen[0] == "queued" or seen[0] == "loading"
     assert "loading" in seen and "running" in seen and seen[-1] == "done"
-    assert seen.index("loading") < seen.index("running")
-    # and "running" arrived while deltas were still coming, not only at the end
-    with wire.lock:
-        msgs = list(wire.msgs)
-    first_running = next(i for i, m in enumerate(msgs) if m.get("method") == "update"
-                         and m["state"]["conversation"][-1]["status"] == "running")
-    assert any(m.get("method") == "custom" for m in msgs[first_running:])
+    assert seen.index("loading") < seen.index("running") < seen.index("done")
+    assert view_text(wire, r.id) == TEXT
