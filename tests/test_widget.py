@@ -224,20 +224,35 @@ def test_view_messages_drive_the_widget() -> None:
 
 
 def test_kernel_interrupt_during_wait_stops_the_reply() -> None:
-    w = ChatWidget(ScriptedSource(TEXT, rate=100))
+    # the reply cannot end by itself before the interrupt: it waits on a gate after
+    # its first piece, so wait() can only end by the Ctrl-C
+    gate = threading.Event()
+
+    def first_then_wait(_: Sequence[ChatMessage]) -> Iterator[str]:
+        yield "first "
+        gate.wait(60)
+        yield "second"
+
+    w = ChatWidget(IteratorSource(first_then_wait))
     r = w.send("go")
     main = threading.main_thread().ident
+    fired: list[bool] = []
 
     def interrupt_once_waiting() -> None:
         # Ctrl-C lands while the main thread is inside Reply.wait(), not before
-        wait_until(lambda: r.text and in_reply_wait(main), message="the main thread in wait()")
+        wait_until(lambda: r.text and in_reply_wait(main), 60, "the main thread in wait()")
+        fired.append(True)
         _thread.interrupt_main()
 
     threading.Thread(target=interrupt_once_waiting, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        r.wait()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            r.wait()
+    finally:
+        gate.set()
+    assert fired == [True]
     assert r.status == "stopped"
-    assert 0 < len(r.text) < len(TEXT)
+    assert r.text == "first "  # kept; nothing after the stop
 
 
 def test_wait_timeout_raises_and_reply_goes_on() -> None:
