@@ -5,5 +5,10 @@ export default defineConfig({
     include: ["tests/**/*.test.ts"],
     // DOM tests opt in with a `@vitest-environment jsdom` comment.
     environment: "node",
+    // A hang guard, not a speed limit: the property tests (fast-check, jsdom) are
+    // CPU-bound and take a few seconds each on an idle 2-core machine, several times
+    // that on a loaded one, so vitest's default of 5 s failed them under load.
+    // Speed is measured in benchmarks/, never asserted here.
+    testTimeout: 120_000,
   },
 });

@@ -20,6 +20,14 @@ Rules (each overridable by an explicit argument):
   cannot run is an error naming what is missing, never a silent switch.
   (transformers 5 can fetch a flash-attention kernel from the Hub when
   ``flash_attn`` is absent; nbstream never asks it to.)
+
+After a 4-bit load on the CPU, :func:`check_packable` looks at the loaded
+model before its first forward pass: on a CPU with AVX-512-BF16,
+bitsandbytes repacks each 4-bit layer for its fused kernel at that first pass
+and cannot do so for a layer whose input width is not a whole number of
+quantization blocks (64 by default) or whose output width is not a multiple
+of 32. Such a layer is named in a clear error here, instead of a reshape
+error from inside bitsandbytes at the first token.
 """
 
 from __future__ import annotations
@@ -124,6 +132,47 @@ class Plan:
             # must be; the others load faster than cpu-then-copy).
             kwargs["device_map"] = {"": self.device}
         return kwargs
+
+
+#: bitsandbytes packs the output rows of a 4-bit layer in tiles of this many
+#: for its AVX-512-BF16 CPU kernel (``_convert_weight_packed_for_cpu``)
+CPU_PACK_ROWS = 32
+
+
+def check_packable(model: Any, chosen: Plan) -> None:
+    """Raise ``ValueError`` naming the first 4-bit layer bitsandbytes cannot pack.
+
+    Only a 4-bit model on the CPU is looked at, and only its layers that
+    bitsandbytes will repack: ``Linear4bit`` modules whose
+    ``support_avx512bf16_for_cpu`` is set (bitsandbytes sets it when the CPU
+    has AVX-512-BF16). Packing reshapes the per-block scales to
+    ``(out_features, in_features // blocksize)`` and the weights to tiles of
+    :data:`CPU_PACK_ROWS` rows, so ``in_features`` must be a multiple of the
+    block size and ``out_features`` of 32. Without that CPU feature nothing is
+    packed and every width works.
+    """
+    if chosen.quantization != "4bit" or chosen.device != "cpu":
+        return
+    from bitsandbytes.nn.modules import Linear4bit
+
+    for name, module in model.named_modules():
+        if not isinstance(module, Linear4bit):
+            continue
+        if not getattr(module, "support_avx512bf16_for_cpu", False):
+            continue
+        state = getattr(module.weight, "quant_state", None)
+        if state is None or getattr(state, "packing_format_for_cpu", False):
+            continue
+        rows, inputs = (int(n) for n in state.shape)
+        block = int(state.blocksize)
+        if inputs % block == 0 and rows % CPU_PACK_ROWS == 0:
+            continue
+        raise ValueError(
+            f"load_in_4bit on this CPU: layer {name!r} ({inputs} inputs, {rows} outputs) "
+            f"cannot be packed for bitsandbytes' AVX-512-BF16 kernel, which needs the "
+            f"inputs in whole blocks of {block} and the outputs in multiples of "
+            f"{CPU_PACK_ROWS}; load this model without load_in_4bit, or on a GPU"
+        )
 
 
 def _normalize_dtype(dtype: Any) -> str | None:

@@ -2,7 +2,10 @@
 
 * :func:`tiny_tokenizer` / :func:`tiny_model`: a byte-level BPE trained in
   memory and a random-weight two-layer Llama sized to it; built in well under a
-  second, no files, for the generic generation paths.
+  second, no files, for the generic generation paths. Every linear layer's
+  width is a multiple of 64, so bitsandbytes can pack it in 4 bit on any CPU
+  (on AVX-512-BF16 ones it packs inputs in blocks of 64, see
+  ``nbstream.devices.check_packable``).
 * :func:`smollm2_tokenizer` / :func:`smollm2`: the embedded SmolLM2-135M-Instruct,
   converted once into the nbstream cache (``$NBSTREAM_CACHE_DIR`` or the user
   cache directory) and loaded from there; cached for the session.
@@ -54,18 +57,23 @@ def tiny_tokenizer() -> Any:
     return tok
 
 
-def tiny_model(seed: int = 0) -> Any:
+#: every linear layer of :func:`tiny_model` is this wide or a multiple of it
+TINY_WIDTH = 64
+
+
+def tiny_model(seed: int = 0, width: int = TINY_WIDTH) -> Any:
+    """A random two-layer Llama; ``width`` is its hidden size (heads of 32)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
     tok = tiny_tokenizer()
     config = LlamaConfig(
         vocab_size=len(tok),
-        hidden_size=32,
-        intermediate_size=64,
+        hidden_size=width,
+        intermediate_size=2 * width,
         num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
+        num_attention_heads=width // 32,
+        num_key_value_heads=width // 32,
         max_position_embeddings=1024,
         bos_token_id=tok.bos_token_id,
         eos_token_id=tok.eos_token_id,

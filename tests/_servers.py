@@ -212,7 +212,7 @@ def start_transformers_serve(model_dir: Path, log_path: Path, *, threads: int = 
             server.stop()
             raise RuntimeError(f"transformers serve did not answer within {timeout:g} s:\n"
                                f"{server.log_tail()}")
-        time.sleep(0.25)
+        time.sleep(0.25)  # polling another process until it answers
     server.started_in = time.monotonic() - t0
     return server
 
@@ -390,19 +390,20 @@ class FakeHandler(BaseHTTPRequestHandler):
             "disconnected": False,
             "disconnect_s": None,
             "finished": False,
+            "stalled": False,  # set when a fake-stall model starts sending nothing
         }
         _LOG.add(record)
         if self.path != "/v1/chat/completions":
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         try:
-            self._serve(body)
+            self._serve(body, record)
             record["finished"] = True
         except _Disconnected:
             record["disconnected"] = True
             record["disconnect_s"] = round(time.monotonic() - started, 3)
 
-    def _serve(self, body: dict[str, Any]) -> None:
+    def _serve(self, body: dict[str, Any], record: dict[str, Any]) -> None:
         mode = str(body.get("model", "fake"))
         pieces = [str(p) for p in body.get("x_pieces", DEFAULT_PIECES)]
         delay = float(body.get("x_delay", 0.0))
@@ -426,6 +427,7 @@ class FakeHandler(BaseHTTPRequestHandler):
                 {"index": 0, "message": {"role": "assistant", "content": "".join(pieces)}}]})
             return
         if mode == "fake-stall-headers":
+            record["stalled"] = True
             if self._wait_for_disconnect():
                 raise _Disconnected()
             return
@@ -443,6 +445,7 @@ class FakeHandler(BaseHTTPRequestHandler):
                 os.kill(os.getpid(), signal.SIGKILL)
             if i == after:
                 if mode == "fake-stall":
+                    record["stalled"] = True
                     if self._wait_for_disconnect():
                         raise _Disconnected()
                     return
@@ -454,7 +457,7 @@ class FakeHandler(BaseHTTPRequestHandler):
                 elif mode == "fake-error-event-text":
                     self._write(b"event: error\ndata: backend overloaded, try again\n\n")
             if delay and i:
-                time.sleep(delay)
+                time.sleep(delay)  # the scenario: a server that streams slowly
             self._event(_chunk(piece))
         final = _chunk(finish="stop")
         final["usage"] = {"prompt_tokens": 5, "completion_tokens": len(pieces),

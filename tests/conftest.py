@@ -185,7 +185,7 @@ def _wait_for_status(lab: JupyterLab, timeout: float) -> None:
             return
         except (OSError, urllib.error.URLError) as exc:
             last = exc
-        time.sleep(0.2)
+        time.sleep(0.2)  # polling another process until it answers
     raise RuntimeError(
         f"jupyter lab did not answer /api/status in {timeout} s ({last}):\n{lab.log_tail()}"
     )

@@ -53,7 +53,7 @@ def test_xss_corpus_streamed_through_a_widget(
             "        n = rng.randint(1, 6)\n"
             "        yield text[at:at + n]\n"
             "        at += n\n"
-            "        time.sleep(0.008)\n"
+            "        time.sleep(0.008)\n"  # the scenario: a source that streams slowly
             "chat = ChatWidget(IteratorSource(answer))\n"
             "chat",
             "for i in range(len(PAYLOADS)):\n    chat.send(str(i))",

@@ -70,7 +70,7 @@ def test_stream_view_from_a_generator(
             f"SOURCE = {source!r}\n"
             "def gen():\n"
             "    for i, piece in enumerate(SOURCE.split(' ')):\n"
-            "        time.sleep(0.008)\n"
+            "        time.sleep(0.008)\n"  # the scenario: a source that streams slowly
             "        yield piece if i == 0 else ' ' + piece\n"
             "view = nbstream.stream(gen())\n"
             "view",

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import statistics
 import threading
 import time
 from collections.abc import Sequence
@@ -83,7 +82,7 @@ def test_record_then_replay_gives_the_same_pieces(tmp_path: Path) -> None:
     assert rec is not None
     assert [p for _, p in rec.pieces] == [p for _, p in emitted] == split_words(TEXT)
     times = [t for t, _ in rec.pieces]
-    assert times == sorted(times) and times[-1] < 2.0
+    assert times == sorted(times) and times[0] >= 0.0
 
     path = recorder.save(tmp_path / "fox.jsonl")
     header = json.loads(path.read_text(encoding="utf-8").split("\n")[0])
@@ -120,9 +119,10 @@ def test_replay_keeps_the_rhythm(speed: float) -> None:
     assert error is None
     assert [p for _, p in out] == [p for _, p in SCHEDULE]
     late = [got - t / speed for (got, _), (t, _) in zip(out, SCHEDULE)]
+    # on the real clock only "never early" holds whatever the load; the exact
+    # schedule is checked on a fake clock below, and how late pieces come on a
+    # loaded machine is a figure for benchmarks/, not a test
     assert min(late) > -0.002, "a piece came early"
-    assert max(late) < 0.1
-    assert statistics.median(late) < 0.03
 
 
 def test_the_schedule_is_exact_and_scaled_on_a_fake_clock() -> None:
@@ -146,18 +146,45 @@ def test_the_schedule_is_exact_and_scaled_on_a_fake_clock() -> None:
 @pytest.mark.parametrize("speed", [0.0, float("inf")])
 def test_speed_zero_or_inf_is_as_fast_as_possible(speed: float) -> None:
     slow = [(i * 1.0, f" w{i}") for i in range(50)]  # 49 s at speed 1
-    t0 = time.monotonic()
-    out, error, _ = collect(ReplaySource(slow, speed=speed))
-    assert error is None and len(out) == 50
-    assert time.monotonic() - t0 < 0.5
+    src = ReplaySource(slow, speed=speed, clock=lambda: 100.0)
+    cancel = threading.Event()
+    waits: list[float | None] = []
+
+    def no_wait(timeout: float | None = None) -> bool:
+        waits.append(timeout)
+        return False
+
+    cancel.wait = no_wait  # type: ignore[method-assign]
+    out: list[str] = []
+    src.generate(MSGS, out.append, cancel)
+    assert out == [p for _, p in slow]
+    assert not [w for w in waits if w], "it waited"
 
 
 def test_a_stop_mid_replay_is_immediate() -> None:
     src = ReplaySource([(0.0, "a"), (0.05, "b"), (30.0, "never")])
-    out, error, after = collect(src, cancel_at=0.2)
-    assert isinstance(error, Cancelled)
-    assert [p for _, p in out] == ["a", "b"]
-    assert after < 0.1
+    cancel = threading.Event()
+    waiting_long = threading.Event()
+    real_wait = cancel.wait
+
+    def wait(timeout: float | None = None) -> bool:
+        if timeout is not None and timeout > 1.0:
+            waiting_long.set()  # it now waits for "never", 30 s away
+        return real_wait(timeout)
+
+    cancel.wait = wait  # type: ignore[method-assign]
+
+    def stop_while_waiting() -> None:
+        waiting_long.wait(60)
+        cancel.set()
+
+    threading.Thread(target=stop_while_waiting, daemon=True).start()
+    out: list[str] = []
+    # it waits on the cancel event, so the stop ends that wait: no 30 s to sit out
+    with pytest.raises(Cancelled):
+        src.generate(MSGS, out.append, cancel)
+    assert out == ["a", "b"]
+    assert waiting_long.is_set()
 
 
 # ----------------------------------------------------------------- bad files

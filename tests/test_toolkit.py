@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import itertools
+import threading
 from collections.abc import AsyncIterator, Iterator, Sequence
 from typing import Any
 
 import pytest
+from _wait import wait_until
 from _wire import Wire
 
 import nbstream
@@ -21,8 +23,12 @@ TEXT = " ".join(f"w{i}" for i in range(300))
 def test_stream_view_from_a_source_a_generator_and_an_async_generator() -> None:
     v = StreamView(ScriptedSource(TEXT, rate=3000), "go")
     assert v.wait(10) == TEXT and v.status == "done"
-    assert [e["role"] for e in v.conversation] in (["user", "assistant"], [])
-    assert v.mode == "chat" or v.mode == "stream"
+    assert v.mode == "stream"
+    # the view's state: the prompt and the finished answer, once the pump published it
+    wait_until(lambda: v.conversation and v.conversation[-1]["status"] == "done",
+               message="the final state")
+    assert [e["role"] for e in v.conversation] == ["user", "assistant"]
+    assert v.conversation[0]["text"] == "go" and v.conversation[1]["text"] == TEXT
     assert v.stats["pieces"] == 300
 
     def gen() -> Iterator[str]:
@@ -32,7 +38,7 @@ def test_stream_view_from_a_source_a_generator_and_an_async_generator() -> None:
 
     async def agen() -> AsyncIterator[str]:
         for x in ["x", "y"]:
-            await asyncio.sleep(0.01)
+            await asyncio.sleep(0)  # an async source awaits between pieces
             yield x
 
     assert StreamView(agen()).wait(5) == "xy"
@@ -44,14 +50,15 @@ def test_stream_view_from_a_source_a_generator_and_an_async_generator() -> None:
 
 def test_stream_view_is_bounded_and_stoppable() -> None:
     v = StreamView(ScriptedSource(TEXT, rate=2000), interval=0.05)
-    wire = Wire(v)
-    time.sleep(0.05)
-    t0 = time.monotonic()
     v.wait(10)
-    ds = wire.deltas()
-    assert len(ds) <= (time.monotonic() - t0 + 0.05) / 0.05 + 2
+    # bounded: on the pump's own clock, two deltas are never closer than the interval
+    # (the last flush, which the final state carries, may come at any time)
+    sent = [d.sent for d in v.trace().deltas[:-1]]
+    assert len(sent) >= 1
+    assert all(b - a >= 0.05 - 1e-9 for a, b in itertools.pairwise(sent)), sent
+    assert len(v.trace().deltas) < 300  # coalesced: far fewer deltas than pieces
     s = StreamView(ScriptedSource(TEXT, rate=100))
-    time.sleep(0.2)
+    wait_until(lambda: s.text, message="some text")
     assert s.stop() == 1
     s.wait(2)
     assert s.status == "stopped" and TEXT.startswith(s.text)
@@ -72,7 +79,8 @@ def test_compare_streams_each_pane_without_cross_talk() -> None:
     ra, rb = c.send("same prompt")
     assert (ra.pane, rb.pane) == (0, 1)
     assert c.wait(10) == ["A " * 50, "B " * 80]
-    time.sleep(0.05)
+    wait_until(lambda: [e["status"] for e in c.conversation] == ["done", "done", "done"],
+               message="the final state of both panes")
     by_id: dict[str, str] = {}
     for d in wire.deltas():
         by_id[d["id"]] = by_id.get(d["id"], "") + d["text"]
@@ -85,12 +93,13 @@ def test_compare_streams_each_pane_without_cross_talk() -> None:
 
 def test_compare_on_one_model_takes_turns_and_keeps_per_pane_history() -> None:
     seen: list[tuple[str, list[ChatMessage]]] = []
+    gate = threading.Event()  # holds the first answer until the test looked at pane 2
 
     def make(name: str) -> Any:
         def fn(msgs: Sequence[ChatMessage]) -> Iterator[str]:
             seen.append((name, list(msgs)))
+            gate.wait(30)
             for _ in range(20):
-                time.sleep(0.005)
                 yield name
         return fn
 
@@ -98,8 +107,9 @@ def test_compare_on_one_model_takes_turns_and_keeps_per_pane_history() -> None:
     c = Compare([shared, shared])
     assert c.labels == ["fn #1", "fn #2"]
     r1, r2 = c.send("q1")
-    time.sleep(0.03)
+    wait_until(lambda: r1.status == "running", message="pane 1 running")
     assert r2.status == "queued"  # one model: the second pane waits its turn
+    gate.set()
     c.wait(10)
     c.send("q2")
     c.wait(10)
@@ -111,10 +121,10 @@ def test_compare_on_one_model_takes_turns_and_keeps_per_pane_history() -> None:
 
 
 def test_compare_different_lanes_run_at_once_and_stop_one_pane() -> None:
-    c = Compare([ScriptedSource(TEXT, rate=200), ScriptedSource(TEXT, rate=200)])
+    # 300 words at 50/s: both run for 6 s unless stopped
+    c = Compare([ScriptedSource(TEXT, rate=50), ScriptedSource(TEXT, rate=50)])
     r1, r2 = c.send("go")
-    time.sleep(0.2)
-    assert r1.status == r2.status == "running"
+    wait_until(lambda: r1.status == r2.status == "running", message="both panes running")
     c._on_view_msg(c, {"kind": "stop", "pane": 1}, [])
     r2.wait(2)
     assert r2.status == "stopped" and r1.status == "running"
@@ -163,7 +173,7 @@ def test_magics_stream_and_chat_remember() -> None:
     ip.user_ns["chat"] = chat
     r = ip.magics["chat"]("chat", "into the chat")
     assert r is None
-    time.sleep(0.1)
+    wait_until(lambda: chat.last, message="the chat's reply")
     assert chat.last is not None and chat.last.wait(5) == "re:into the chat"
     assert ip.user_ns["_stream"] is chat.last
     with pytest.raises(NameError):

@@ -188,7 +188,7 @@ def test_emit_blocking_is_backpressure(tiny: TransformersSource) -> None:
     pieces: list[str] = []
 
     def slow(piece: str) -> None:
-        time.sleep(0.01)
+        time.sleep(0.01)  # the scenario: a slow consumer (emit blocks)
         pieces.append(piece)
 
     tiny.generate(HELLO, slow, threading.Event())
@@ -355,11 +355,19 @@ def test_repr_is_stable(tiny_folder: Path) -> None:
         ("nbstream-test/no-such-model", FileNotFoundError, "never downloads"),
     ],
 )
-def test_wrong_model_fails_at_once(model: str, error: type[Exception], match: str) -> None:
-    started = time.perf_counter()
+def test_wrong_model_fails_at_once(
+    model: str, error: type[Exception], match: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "at once": in the constructor, from local files only, never asking a hub
+    import socket
+
+    def no_network(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("TransformersSource tried the network")
+
+    monkeypatch.setattr(socket.socket, "connect", no_network)
+    monkeypatch.setattr(socket, "create_connection", no_network)
     with pytest.raises(error, match=match) as info:
         TransformersSource(model)
-    assert time.perf_counter() - started < 2.0
     assert model in str(info.value)
 
 
@@ -388,15 +396,17 @@ def test_gguf_with_bitsandbytes_is_refused(tmp_path: Path) -> None:
         TransformersSource(gguf, load_in_4bit=True)
 
 
-def test_quantization_without_bitsandbytes_names_it(tiny_folder: Path) -> None:
-    pytest.importorskip("torch")
+def test_quantization_without_bitsandbytes_names_it(
+    tiny_folder: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # runs where bitsandbytes is installed too: a None entry in sys.modules is
+    # how Python spells "not installed" (find_spec answers None, import fails)
+    monkeypatch.setitem(sys.modules, "bitsandbytes", None)
     source = TransformersSource(tiny_folder, load_in_8bit=True)
-    from nbstream.devices import Probes
-
-    if Probes().has_module("bitsandbytes"):
-        pytest.skip("bitsandbytes is installed here")
-    with pytest.raises(ImportError, match="pip install bitsandbytes"):
+    with pytest.raises(ImportError, match="pip install bitsandbytes") as info:
         source.prepare()
+    assert info.value.name == "bitsandbytes"
+    assert "load_in_8bit" in str(info.value)
 
 
 # -- the default model: locating, converting -----------------------------------------
@@ -459,7 +469,6 @@ def fake_gguf(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple
 
     def load_gguf(path: Path, **kwargs: Any) -> tuple[Any, Any]:
         loads.append(1)
-        time.sleep(0.2)  # long enough for racing threads to overlap
         model = tiny_model()
 
         class Quantizer:  # what GGUF loading leaves behind
@@ -496,8 +505,19 @@ def test_convert_writes_a_loadable_folder(
     assert len(loads) == 1
 
 
-def test_convert_races_safely(fake_gguf: tuple[Path, list[int]], tmp_path: Path) -> None:
+def test_convert_races_safely(
+    fake_gguf: tuple[Path, list[int]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     gguf, loads = fake_gguf
+    # the three conversions overlap for sure: each waits in its load for the others
+    barrier = threading.Barrier(3, timeout=60)
+    load = default_model.load_gguf
+
+    def overlapping(path: Path, **kwargs: Any) -> tuple[Any, Any]:
+        barrier.wait()
+        return load(path, **kwargs)
+
+    monkeypatch.setattr(default_model, "load_gguf", overlapping)
     dest = default_model.converted_path(gguf, root=tmp_path / "cache")
     results: list[Path] = []
     errors: list[BaseException] = []
@@ -658,8 +678,7 @@ def test_model_cancel_from_another_thread(smol: TransformersSource) -> None:
     assert counter.steps_after <= 1  # at most one decoding step after the stop
     assert outcome.finish_reason == "cancelled"
     latency = returned - set_at[0]
-    print(f"stop latency {latency * 1000:.0f} ms")
-    assert latency < 5.0  # one token is ~50 ms here; generous for a loaded machine
+    print(f"stop latency {latency * 1000:.0f} ms")  # a figure; the step count above is the test
 
 
 @pytest.mark.model

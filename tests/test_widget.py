@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
-import _thread
+import signal
+import sys
 import threading
 import time
 from collections.abc import Iterator, Sequence
 
 import pytest
-from _sources import SlowLoading
+from _sources import Held
+from _wait import wait_until
 from _wire import Wire, delta_keys, view_text
 
 from nbstream import ChatWidget, ReplyError
 from nbstream.sources import IteratorSource, ScriptedSource
 from nbstream.sources.base import ChatMessage
+
+
+def last_status(wire: Wire, mid: str) -> str | None:
+    """The status of message ``mid`` in the latest state the view received."""
+    states = wire.states()
+    if not states:
+        return None
+    return next((e["status"] for e in states[-1] if e["id"] == mid), None)
+
+
+def in_reply_wait(thread_id: int | None) -> bool:
+    """Whether the thread ``thread_id`` is blocked inside ``Reply.wait``."""
+    frame = sys._current_frames().get(thread_id or 0)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "wait" and code.co_filename.endswith("reply.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 TEXT = " ".join(f"word{i}" for i in range(400))
 
@@ -23,7 +44,7 @@ def test_stream_reaches_view_in_order_and_state_holds_final_text() -> None:
     wire = Wire(w)
     r = w.send("go")
     assert r.wait(10) == TEXT
-    time.sleep(0.05)
+    wait_until(lambda: last_status(wire, r.id) == "done", message="the final state")
     ds = wire.deltas(r.id)
     assert [d["seq"] for d in ds] == list(range(1, len(ds) + 1))
     assert len(ds) >= 2
@@ -58,12 +79,21 @@ def test_send_validates_input() -> None:
 
 
 def test_shared_source_queues_replies_in_order_without_mixing() -> None:
-    src = ScriptedSource(lambda msgs: f"answer to {msgs[-1]['content']} " * 20, rate=500)
+    gate = threading.Event()  # holds A's answer until the test has looked at B
+
+    def answer(msgs: Sequence[ChatMessage]) -> Iterator[str]:
+        if msgs[-1]["content"] == "A":
+            gate.wait(30)
+        for _ in range(20):
+            yield f"answer to {msgs[-1]['content']} "
+
+    src = IteratorSource(answer)
     a, b = ChatWidget(src), ChatWidget(src)
     ra = a.send("A")
     rb = b.send("B")
-    time.sleep(0.02)
-    assert rb.status == "queued"
+    wait_until(lambda: ra.status == "running", message="A running")
+    assert rb.status == "queued"  # one source: B waits for A's turn to end
+    gate.set()
     assert ra.wait(10) == "answer to A " * 20
     assert rb.wait(10) == "answer to B " * 20
 
@@ -96,7 +126,7 @@ def test_source_error_keeps_partial_text_and_widget_recovers() -> None:
     assert r.text == "word0 word1 word2 word3 word4"
     assert isinstance(info.value.__cause__, RuntimeError)
     assert r.error is info.value.__cause__
-    time.sleep(0.05)
+    wait_until(lambda: last_status(wire, r.id) == "error", message="the error state")
     last = wire.states()[-1][-1]
     assert last["status"] == "error"
     assert "scripted failure" in last["error"]
@@ -109,15 +139,20 @@ def test_stop_keeps_what_was_shown_and_sends_nothing_after() -> None:
     w = ChatWidget(ScriptedSource(TEXT, rate=200))
     wire = Wire(w)
     r = w.send("go")
-    time.sleep(0.3)
+    wait_until(lambda: wire.deltas(r.id), message="a first delta")
     assert w.stop() == 1
     r.wait(2)
     assert r.status == "stopped"
-    n = len(wire.msgs)
-    time.sleep(0.2)
+    wait_until(lambda: last_status(wire, r.id) == "stopped", message="the stopped state")
+    # the pump sends in order: the next message it sends for this widget (a new
+    # reply's) comes after anything it could still have sent for the stopped one
+    stopped_at = len(wire.msgs)
+    w.source = ScriptedSource("next", rate=1000)
+    w.send("again").wait(10)
+    wait_until(lambda: len(wire.msgs) > stopped_at, message="the next reply's messages")
     assert TEXT.startswith(r.text) and 0 < len(r.text) < len(TEXT)
     assert view_text(wire, r.id) == r.text
-    assert all(not delta_keys(m) for m in wire.msgs[n:])
+    assert all(mid != r.id for m in wire.msgs[stopped_at:] for mid, _, _ in delta_keys(m))
 
 
 def test_view_messages_drive_the_widget() -> None:
@@ -127,30 +162,61 @@ def test_view_messages_drive_the_widget() -> None:
     w._on_view_msg(w, {"kind": "send", "text": "   "}, [])  # ignored
     w._on_view_msg(w, {"kind": "bogus"}, [])  # ignored
     w._on_view_msg(w, "not even a dict", [])  # ignored
-    time.sleep(0.1)
+    wait_until(lambda: w.replies, message="the reply the view asked for")
     (r,) = w.replies
     assert r.prompt == "from the view"
     w._on_view_msg(w, {"kind": "stop", "id": r.id}, [])
     r.wait(2)
     assert r.status == "stopped"
-    time.sleep(0.05)
+    wait_until(lambda: last_status(wire, r.id) == "stopped", message="the stopped state")
     # a new view starts from the whole state (ipywidgets' request_state -> get_state)
     state = w.get_state()
     assert state["last_id"] == 2 and state["m2"]["status"] == "stopped"
     before = len(wire.msgs)
     w._on_view_msg(w, {"kind": "hello"}, [])  # nothing live: nothing to re-send
+    # an absence cannot be awaited: the scenario gives the pump 0.1 s to (wrongly) send
     time.sleep(0.1)
     assert len(wire.msgs) == before
 
 
 def test_kernel_interrupt_during_wait_stops_the_reply() -> None:
-    w = ChatWidget(ScriptedSource(TEXT, rate=100))
+    # the reply cannot end by itself before the interrupt: it waits on a gate after
+    # its first piece, so wait() can only end by the Ctrl-C
+    gate = threading.Event()
+
+    def first_then_wait(_: Sequence[ChatMessage]) -> Iterator[str]:
+        yield "first "
+        gate.wait(30)
+        yield "second"
+
+    w = ChatWidget(IteratorSource(first_then_wait))
     r = w.send("go")
-    threading.Timer(0.3, _thread.interrupt_main).start()
-    with pytest.raises(KeyboardInterrupt):
+    main = threading.main_thread().ident
+    fired: list[bool] = []
+
+    def interrupt_once_waiting() -> None:
+        # Ctrl-C lands while the main thread is inside Reply.wait(), not before. A
+        # real SIGINT, as a kernel interrupt sends: it also breaks the main thread's
+        # blocking wait at once (_thread.interrupt_main() only sets a flag, which the
+        # main thread handles at its next bytecode, maybe inside a finalizer that a
+        # garbage collection runs there, which swallows the KeyboardInterrupt)
+        wait_until(lambda: r.text and in_reply_wait(main), 60, "the main thread in wait()")
+        fired.append(True)
+        signal.pthread_kill(main or 0, signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_waiting, daemon=True).start()
+    interrupted = False
+    try:
         r.wait()
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        gate.set()
+    assert interrupted, (f"wait() ended without the interrupt (sent: {fired}, SIGINT handler: "
+                         f"{signal.getsignal(signal.SIGINT)!r}, status {r.status})")
+    assert fired == [True]
     assert r.status == "stopped"
-    assert 0 < len(r.text) < len(TEXT)
+    assert r.text == "first "  # kept; nothing after the stop
 
 
 def test_wait_timeout_raises_and_reply_goes_on() -> None:
@@ -178,13 +244,11 @@ def test_start_stop_cycles_leave_no_threads_behind() -> None:
     base = threading.active_count()
     for _ in range(100):
         r = w.send("go")
-        time.sleep(0.002)
+        time.sleep(0.002)  # the scenario: stop a reply just after it started
         r.cancel()
         r.wait(2)
-    deadline = time.monotonic() + 5
-    while threading.active_count() > base and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert threading.active_count() <= base
+    # the workers end once their lane is empty
+    wait_until(lambda: threading.active_count() <= base, message="the worker threads ended")
     assert all(r.status in ("stopped", "done") for r in w.replies)
 
 
@@ -199,9 +263,10 @@ def test_clear_forgets_the_conversation() -> None:
 def test_regenerate_replaces_the_last_answer() -> None:
     answers = iter(["first answer", "second answer"])
     w = ChatWidget(IteratorSource(lambda m: [next(answers)]))
-    w.send("q").wait(5)
+    first = w.send("q")
+    first.wait(5)
     w._on_view_msg(w, {"kind": "regenerate"}, [])
-    time.sleep(0.05)
+    wait_until(lambda: w.last is not first, message="the regenerated reply")
     r = w.last
     assert r is not None and r.wait(5) == "second answer"
     assert [(m["role"], m["content"]) for m in w.messages] == [
@@ -212,18 +277,34 @@ def test_regenerate_replaces_the_last_answer() -> None:
 
 
 def test_every_status_change_reaches_the_view() -> None:
-    w = ChatWidget(SlowLoading(TEXT, rate=2000, load_s=0.1))
+    # The pump publishes the state as it is when it sends (coalesced), so the
+    # source holds each stage until the view has seen it.
+    src = Held([w if i == 0 else " " + w for i, w in enumerate(TEXT.split(" "))])
+    w = ChatWidget(src)
     wire = Wire(w)
     r = w.send("go")
+    wait_until(lambda: last_status(wire, r.id) == "loading", message="loading shown")
+    src.load.set()
+    wait_until(lambda: last_status(wire, r.id) == "running", message="running shown")
+
+    def first_running() -> int:
+        with wire.lock:
+            return next(i for i, m in enumerate(wire.msgs) if m.get("method") == "update"
+                        and m["state"].get(r.id, {}).get("status") == "running")
+
+    def deltas_after_running() -> int:
+        start = first_running()
+        with wire.lock:
+            return sum(bool(delta_keys(m)) for m in wire.msgs[start:])
+
+    # "running" arrived while deltas were still coming, not only at the end
+    src.second.set()
+    wait_until(deltas_after_running, message="a delta after the running state")
+    src.rest.set()
     r.wait(10)
-    time.sleep(0.05)
+    wait_until(lambda: last_status(wire, r.id) == "done", message="the final state")
     seen = [s[-1]["status"] for s in wire.states() if s and s[-1]["id"] == r.id]
     assert seen[0] == "queued" or seen[0] == "loading"
     assert "loading" in seen and "running" in seen and seen[-1] == "done"
-    assert seen.index("loading") < seen.index("running")
-    # and "running" arrived while deltas were still coming, not only at the end
-    with wire.lock:
-        msgs = list(wire.msgs)
-    first_running = next(i for i, m in enumerate(msgs) if m.get("method") == "update"
-                         and m["state"].get(r.id, {}).get("status") == "running")
-    assert any(delta_keys(m) for m in msgs[first_running:])
+    assert seen.index("loading") < seen.index("running") < seen.index("done")
+    assert view_text(wire, r.id) == TEXT

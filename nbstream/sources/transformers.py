@@ -442,6 +442,7 @@ class TransformersSource(Source):
             tokenizer = AutoTokenizer.from_pretrained(where, **tokenizer_kwargs)
             model = AutoModelForCausalLM.from_pretrained(where, **kwargs)
         model.eval()
+        devices.check_packable(model, plan)  # a clear error, not a reshape at the first token
         return _Loaded(model, tokenizer)
 
     def _load_tokenizer(self, loaded: _Loaded) -> Any:

@@ -4,10 +4,10 @@
 // counters), long tasks, frame gaps, and how long a probe cell takes to print
 // while they stream (and before, idle). Returns every final text.
 // params: { notebook, widgets = 8, setup_cell = 0, probe_cell = 1, start_cell = 2,
-//           probe_after_ms = 700 }
+//         }
 // Screenshot: <artifact>.png
 import { now } from './chat.mjs';
-import { assistantTexts, startRecorder, waitAllFinal, watchLongTasks } from './record.mjs';
+import { assistantTexts, kernelJson, startRecorder, waitAllFinal, watchLongTasks } from './record.mjs';
 import { openNotebook, runCell, scenario, watchOutput } from './lab.mjs';
 
 const sumDeltas = (page) =>
@@ -30,7 +30,16 @@ await scenario(async ({ page, params }) => {
   const deltas0 = await sumDeltas(page);
   const tStart = await now(page);
   await runCell(page, params.start_cell ?? 2);
-  await page.waitForTimeout(params.probe_after_ms ?? 700);
+  // the probe goes once every stream shows text (not after a fixed time, which a
+  // loaded machine could spend before the streams even start)
+  await page.waitForFunction(
+    (n) => {
+      const roots = [...document.querySelectorAll('.nbs-chat')];
+      return roots.length >= n && roots.every((r) => (r.querySelector('.nbs-message[data-role="assistant"] .nbs-text')?.textContent.length ?? 0) > 0);
+    },
+    n,
+    { timeout: 60_000, polling: 'raf' },
+  );
   const statusesAtProbe = await page.evaluate(() =>
     [...document.querySelectorAll('.nbs-chat')].map((r) => r.querySelector('.nbs-message[data-role="assistant"]')?.dataset.status ?? null),
   );
@@ -65,6 +74,12 @@ await scenario(async ({ page, params }) => {
   );
   const texts = [];
   for (let i = 0; i < n; i++) texts.push((await assistantTexts(page, i))[0] ?? null);
+  // when the kernel's pump flushed each reply (its own clock, seconds): the budget
+  // is checked there, not on the page's arrival times, which a busy machine bunches
+  const flushTimes = await kernelJson(
+    page,
+    'print(_nbs_json.dumps([[f.sent_at for f in c.last._stream.timeline()[2]] for c in chats]))',
+  );
   return {
     open_ms: openMs,
     widgets: n,
@@ -99,5 +114,6 @@ await scenario(async ({ page, params }) => {
     statuses_at_probe: statusesAtProbe,
     samples: all.length,
     texts: texts.map((t) => t && { status: t.status, text: t.text }),
+    kernel_flush_times: flushTimes,
   };
 });

@@ -68,11 +68,16 @@ await scenario(async ({ page, params, screenshot, log }) => {
     `print(_nbs_json.dumps([m for m in chat.messages if m["id"] == ${JSON.stringify(id)}][0]))`,
   );
   const finalText = kernel.content;
+  // set by the test's "dropped" variant: the kernel's ack count when it stopped hearing views
+  const dropReport = await kernelJson(page, "print(_nbs_json.dumps(DROP_REPORT() if 'DROP_REPORT' in globals() else None))");
   const shown = afterReload.series.answer.filter((x) => x.length >= 0);
   const first = shown[0];
   // the first text is the widget's synced state as last published, which may
   // be behind; the view's hello brings it up to date
   const caughtUp = shown.find((x) => x.length >= lengthBefore);
+  // caught up live: past what the old page showed while the reply still ran, by a
+  // later state or delta (not only by the final state)
+  const caughtUpLive = shown.find((x) => x.length > lengthBefore && x.status === 'running');
   return {
     message_id: id,
     open_ms: openMs,
@@ -81,6 +86,7 @@ await scenario(async ({ page, params, screenshot, log }) => {
     re_render_ms: reRenderMs,
     first_after_reload: { status: first?.status ?? null, length: first?.length ?? null },
     caught_up_ms: caughtUp && first ? Math.round(caughtUp.t - first.t) : null,
+    caught_up_live: caughtUpLive ? { length: caughtUpLive.length, ms: first ? Math.round(caughtUpLive.t - first.t) : null } : null,
     growth_after_reload: growthOf(shown),
     prefix_before: prefixCheck(beforeReload.series.answer, finalText),
     prefix_after: prefixCheck(afterReload.series.answer, finalText),
@@ -90,6 +96,7 @@ await scenario(async ({ page, params, screenshot, log }) => {
     kernel_status: kernel.status,
     kernel_words: words(finalText).length,
     counters_after_reload: c,
+    drop_report: dropReport,
     frames_after_reload: afterReload.frames,
     max_frame_gap_after_reload_ms: Math.round(afterReload.max_frame_gap_ms),
     first_samples_after_reload: shown.slice(0, 4).map((x) => [Math.round(x.t), x.length, x.status]),
