@@ -204,6 +204,9 @@ def test_kernel_interrupt_during_wait_stops_the_reply() -> None:
         fired.append(True)
         signal.pthread_kill(main or 0, signal.SIGINT)
 
+    # Python's own Ctrl-C handler, as in a kernel: something earlier in the full suite
+    # leaves SIGINT ignored (SIG_IGN), which made this test fail only there
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=interrupt_once_waiting, daemon=True).start()
     interrupted = False
     try:
@@ -212,6 +215,7 @@ def test_kernel_interrupt_during_wait_stops_the_reply() -> None:
         interrupted = True
     finally:
         gate.set()
+        signal.signal(signal.SIGINT, previous)
     assert interrupted, (f"wait() ended without the interrupt (sent: {fired}, SIGINT handler: "
                          f"{signal.getsignal(signal.SIGINT)!r}, status {r.status})")
     assert fired == [True]
