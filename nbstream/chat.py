@@ -85,7 +85,7 @@ class ChatWidget(StreamingWidget):
         check_prompt(text)
         with self._lock:
             self._new_turn(text)
-            reply = self._new_reply(self.source, text, lambda: self._conversation_before(reply))
+            reply = self._new_reply(self.source, text)
         self._launch(reply)
         return reply
 

@@ -93,15 +93,10 @@ class Compare(StreamingWidget):
             self._new_turn(text)
             round_: list[Reply] = []
             for i, src in enumerate(self.sources):
-                r = self._new_reply(src, text, (), pane=i)
-                r._messages = self._conversation_fn(r)
-                round_.append(r)
+                round_.append(self._new_reply(src, text, pane=i))
         for r in round_:
             self._launch(r)
         return round_
-
-    def _conversation_fn(self, reply: Reply) -> Any:
-        return lambda: self._conversation_before(reply)
 
     def replies_of(self, pane: int) -> list[Reply]:
         """The replies shown in pane ``pane``, oldest first."""

@@ -74,6 +74,12 @@ class Reply:
         return list(msgs() if callable(msgs) else msgs)
 
     @property
+    def stream(self) -> Stream:
+        """The :class:`~nbstream.stream.Stream` that owns this reply's text, parts and
+        status: what the pipeline (the widget, the pump) sends from."""
+        return self._stream
+
+    @property
     def id(self) -> str:
         """The message id (unique within its widget)."""
         return self._stream.id

@@ -83,7 +83,7 @@ VIEW_STATS = ("ttft_ms", "pieces", "pieces_per_s", "tokens", "tokens_per_s", "du
 
 def reply_meta(reply: Reply) -> MessageMeta:
     """A reply's key in the widget's state: everything but its text."""
-    _, seq, status, error, detail = reply._stream.state()
+    _, seq, status, error, detail = reply.stream.state()
     final = status in FINAL_STATUSES
     stats: dict[str, Any] = {}
     if final:
@@ -102,8 +102,8 @@ def reply_meta(reply: Reply) -> MessageMeta:
 
 def reply_state(reply: Reply) -> MessageState:
     """A whole reply: its text and reasoning are one consistent snapshot (deltas 1..seq)."""
-    deltas = reply._stream.sent_deltas()
-    _, seq, status, error, detail = reply._stream.state()
+    deltas = reply.stream.sent_deltas()
+    _, seq, status, error, detail = reply.stream.state()
     runs = [run for d in deltas if d.seq <= seq for run in body_runs(d.body)]
     final = status in FINAL_STATUSES
     state = MessageState(
@@ -264,11 +264,16 @@ class StreamingWidget(anywidget.AnyWidget):
         return turn
 
     def _new_reply(self, source: Source, prompt: str,
-                   messages: Callable[[], Sequence[ChatMessage]] | Sequence[ChatMessage],
+                   messages: Callable[[], Sequence[ChatMessage]] | Sequence[ChatMessage]
+                   | None = None,
                    pane: int | None = None) -> Reply:
-        # caller holds _lock; the reply runs once _launch() is called
+        # caller holds _lock; the reply runs once _launch() is called. ``messages``
+        # None: what this widget shows before the reply (resolved when it starts)
         stream = Stream(self._new_id(), max_pending=self.max_pending,
                         clock=self._pump.clock, limits=self.limits)
+        reply: Reply
+        if messages is None:
+            messages = lambda: self._conversation_before(reply)  # noqa: E731
         reply = Reply(stream, source, messages, prompt=prompt,
                       on_interrupt=_weak_call(self.stop))
         reply.pane = pane
@@ -288,7 +293,7 @@ class StreamingWidget(anywidget.AnyWidget):
 
     def _launch(self, reply: Reply) -> None:
         """Hand ``reply`` to the pump (to send) and its model's lane (to run)."""
-        self._pump.add_stream(self._channel, reply._stream)
+        self._pump.add_stream(self._channel, reply.stream)
         source = reply.source
         lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
 
@@ -338,7 +343,7 @@ class StreamingWidget(anywidget.AnyWidget):
                 state[e.id] = e.meta()
                 continue
             meta = reply_meta(e)
-            for d in e._stream.sent_deltas():
+            for d in e.stream.sent_deltas():
                 if d.seq <= meta["seq"]:
                     state[delta_key(d.id, d.seq)] = wire_body(d.body)
             state[e.id] = meta
@@ -369,7 +374,7 @@ class StreamingWidget(anywidget.AnyWidget):
         for mid, have in out.resend.items():
             entry = known.get(mid)
             if isinstance(entry, Reply):
-                for d in entry._stream.sent_deltas(have):
+                for d in entry.stream.sent_deltas(have):
                     put(mid, delta_key(mid, d.seq), wire_body(d.body))
         for mid in sorted(out.changed, key=lambda i: int(i[1:])):
             entry = known.get(mid)
@@ -384,7 +389,7 @@ class StreamingWidget(anywidget.AnyWidget):
             # removed: its keys are emptied, so that a saved notebook keeps no trace
             put(mid, mid, None)
             if isinstance(gone, Reply):
-                for d in gone._stream.sent_deltas():
+                for d in gone.stream.sent_deltas():
                     put(mid, delta_key(mid, d.seq), None)
             state[REMOVED_KEY] = wire.removed_count
         live = {s.id: s.seq for s in out.live if s.seq}  # (seq 0: nothing to miss yet)
@@ -408,7 +413,7 @@ class StreamingWidget(anywidget.AnyWidget):
             entry = known.get(owner)
             if isinstance(entry, Reply):
                 n = sizes[owner] + (total - sum(sizes.values()) if i == 0 else 0)
-                entry._stream.add_wire_bytes(n)
+                entry.stream.add_wire_bytes(n)
         wire.bytes_sent += total
 
     def _ask(self, text: str) -> None:

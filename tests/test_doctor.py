@@ -38,6 +38,11 @@ def plain_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for var in ("COLAB_RELEASE_TAG", "VSCODE_PID", "VSCODE_CWD", "TERM_PROGRAM"):
         monkeypatch.delenv(var, raising=False)
     monkeypatch.delitem(sys.modules, "google.colab", raising=False)
+    # doctor() sees only the widgets made during the test: widgets other tests left open
+    # in this process never had a view, which doctor() rightly reports as a problem
+    # (channels are appended in order, so those made later are the tail)
+    before = len(view_figures())
+    monkeypatch.setattr(doctor_module, "view_figures", lambda: view_figures()[before:])
     monkeypatch.setattr(doctor_module, "_running_in_marimo", lambda: False)
 
 

@@ -29,12 +29,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _wire import body_parts, delta_keys
 from packaging.requirements import Requirement
 
 pytestmark = pytest.mark.wheel
 
 ROOT = Path(__file__).resolve().parents[1]
 BUNDLE = ROOT / "nbstream" / "static" / "widget.js"
+LOADER = ROOT / "nbstream" / "static" / "loader.js"
 KERNEL_REQUIREMENT = "ipykernel>=6.29,!=7.0.*"
 
 
@@ -164,16 +166,22 @@ def test_the_installed_wheel_imports_from_the_venv_with_the_bundle(
 import json, sys, hashlib, nbstream
 from nbstream import ChatWidget
 from nbstream.sources import ScriptedSource
+from nbstream.runtime import shared_runtime
 w = ChatWidget(ScriptedSource("x"))
+sha = lambda s: hashlib.sha256(s.encode()).hexdigest()
 print(json.dumps({"file": nbstream.__file__, "path": sys.path,
-                  "esm": hashlib.sha256(w._esm.encode()).hexdigest(), "esm_len": len(w._esm),
+                  "esm": sha(w._esm), "esm_len": len(w._esm),
+                  "bundle": sha(shared_runtime().bundle), "bundle_len": len(shared_runtime().bundle),
                   "torch": "torch" in sys.modules}))
 """, cwd=tmp_path)
     facts = json.loads(out.strip().splitlines()[-1])
     assert facts["file"].startswith(str(installed.parent.parent))
     assert not any(p and Path(p).resolve() == ROOT for p in facts["path"])
-    assert facts["esm_len"] > 1000
-    assert facts["esm"] == hashlib.sha256(BUNDLE.read_text().encode()).hexdigest()
+    # each widget carries the small loader; the bundle travels once, in the shared runtime
+    assert facts["esm_len"] > 500
+    assert facts["esm"] == hashlib.sha256(LOADER.read_text().encode()).hexdigest()
+    assert facts["bundle_len"] > 10_000
+    assert facts["bundle"] == hashlib.sha256(BUNDLE.read_text().encode()).hexdigest()
     assert facts["torch"] is False  # the base install never imports torch
     assert shutil.which("node", path=str(installed.parent)) is None
 
@@ -205,12 +213,12 @@ reply = chat.send("hi")
 reply.wait(timeout=120)
 assert 'site-packages' in nbstream.__file__, nbstream.__file__
 """)
-        deltas: list[dict[str, Any]] = []
-        states: list[list[dict[str, Any]]] = []
+        deltas: dict[int, str] = {}  # the reply's (m2) deltas by seq: their answer text
+        final: dict[str, Any] = {}  # its latest meta
         status = None
         deadline = time.monotonic() + 180
-        while status != "idle" or not states or states[-1][-1].get("status") != "done":
-            assert time.monotonic() < deadline, (deltas, states)
+        while status != "idle" or final.get("status") != "done":
+            assert time.monotonic() < deadline, (deltas, final)
             try:
                 msg = kc.get_iopub_msg(timeout=1)
             except queue.Empty:
@@ -222,16 +230,16 @@ assert 'site-packages' in nbstream.__file__, nbstream.__file__
                 status = content["execution_state"]
             if msg["msg_type"] == "comm_msg":
                 data = content["data"]
-                if data.get("method") == "custom":
-                    deltas.append(data["content"])
-                elif data.get("method") == "update" and "conversation" in data.get("state", {}):
-                    states.append(data["state"]["conversation"])
-        final = states[-1][-1]
-        assert final["status"] == "done" and final["text"] == text
-        mine = [d for d in deltas if d.get("id") == final["id"] and "text" in d]
-        assert mine, "no delta streamed"
-        assert [d["seq"] for d in mine] == list(range(1, len(mine) + 1))
-        assert text.startswith("".join(d["text"] for d in mine))
+                for mid, seq, body in delta_keys(data):
+                    if mid == "m2":
+                        deltas[seq] = body_parts(body)[0]
+                meta = data.get("state", {}).get("m2") if data.get("method") == "update" else None
+                if isinstance(meta, dict):
+                    final = meta
+        assert final["status"] == "done"
+        assert deltas, "no delta streamed"
+        assert sorted(deltas) == list(range(1, final["seq"] + 1))  # no gap, none twice
+        assert "".join(deltas[s] for s in sorted(deltas)) == text
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
