@@ -372,7 +372,9 @@ def test_eight_widgets_at_once(
         gaps = [b - a for a, b in itertools.pairwise(sent[:got][:-1])]
         assert all(g >= 0.04 - 1e-6 for g in gaps), min(gaps)
     every = sorted(t for got, sent in zip(r["per_widget_deltas"], flushes) for t in sent[:got])
-    assert max(sum(1 for t in every if s <= t < s + 1.0) for s in every) <= 180 + n
+    # beyond the budget: each stream's leading edge and its unpaced tail (sent with its
+    # final meta), two per stream
+    assert max(sum(1 for t in every if s <= t < s + 1.0) for s in every) <= 180 + 2 * n
     assert all(d >= 5 for d in r["per_widget_deltas"]), r["per_widget_deltas"]
     # the order is the test: the probe cell ran while every stream was running (how
     # long it took, and nbstream's render times, are figures reported above)
