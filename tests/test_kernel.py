@@ -209,10 +209,25 @@ def test_interrupt_during_wait_stops_generation(
     km, kc = kernel
     drain(kc)
     execute(kc, "chat3 = ChatWidget(ScriptedSource(TEXT, rate=300)); r3 = chat3.send('go')")
-    msg_id = kc.execute("print('waiting', flush=True); r3.wait()")
-    wait_for_stream_output(kc, msg_id, "waiting")  # the cell is now in r3.wait()
-    km.interrupt_kernel()
-    reply = _shell_reply(kc, msg_id, 10)
+    # A kernel interrupt is SIGINT to the kernel's process. Sent from outside after the
+    # cell printed, it could land just before wait() under load; so a thread of the
+    # kernel sends it once the main thread is inside Reply.wait (the event, not a delay).
+    msg_id = kc.execute("""
+import os, signal, sys, threading, time
+def _interrupt_once_in_wait(main=threading.main_thread().ident):
+    while True:
+        f = sys._current_frames().get(main)
+        while f is not None and not (f.f_code.co_name == "wait"
+                                     and f.f_code.co_filename.endswith("reply.py")):
+            f = f.f_back
+        if f is not None:
+            os.kill(os.getpid(), signal.SIGINT)
+            return
+        time.sleep(0.005)  # polling the main thread's position
+threading.Thread(target=_interrupt_once_in_wait, daemon=True).start()
+r3.wait()
+""")
+    reply = _shell_reply(kc, msg_id, 30)
     assert reply["content"]["status"] == "error"
     assert reply["content"]["ename"] == "KeyboardInterrupt"
     assert value(kc, "r3.status") == "stopped"

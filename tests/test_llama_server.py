@@ -128,7 +128,9 @@ def test_a_second_request_cuts_the_first_which_ends_without_a_reason(
         other.wait(120)
         assert cut.status == "done" and other.status == "done"
         assert cut.outcome is not None and cut.outcome.finish_reason is None
+        assert cut.finish_reason is None  # shown as "the stream ended without an end marker"
         assert other.outcome is not None and other.outcome.finish_reason == "stop"
+        assert other.finish_reason == "stop"
         assert "Paris" in other.text
     finally:
         first.close()

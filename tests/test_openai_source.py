@@ -243,7 +243,8 @@ def test_a_server_killed_mid_stream_is_an_error_keeping_the_pieces(
                               x_pieces=[f" w{i}" for i in range(100)])
         pieces, error, _ = collect(
             source, on_piece=lambda got: doomed.kill() if len(got) == 3 else None)
-    assert not doomed.alive()
+    # the client sees the cut before the dying process has finished exiting
+    wait_until(lambda: not doomed.alive(), 30, "the server process to end")
     assert len(pieces) == 3
     assert isinstance(error, SourceError)
     message = str(error)
