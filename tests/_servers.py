@@ -262,7 +262,7 @@ def start_llama_cpp_server(gguf: Path, log_path: Path, *, n_ctx: int = 2048,
             server.stop()
             raise RuntimeError(f"llama_cpp.server did not answer within {timeout:g} s:\n"
                                f"{server.log_tail()}")
-        time.sleep(0.1)
+        time.sleep(0.1)  # polling the server until it answers (bounded by the deadline)
     server.started_in = time.monotonic() - t0
     return server
 

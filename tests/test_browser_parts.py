@@ -24,7 +24,7 @@ def think(messages):
         time.sleep(0.06)  # the scenario: a model that thinks for ~2.4 s
         yield Reasoning(w + " ")
     for w in ANSWER:
-        time.sleep(0.03)
+        time.sleep(0.03)  # the scenario: the answer streams for ~1 s
         yield w + " "
 
 chat = ChatWidget(IteratorSource(think))

@@ -43,12 +43,12 @@ def think(messages):
         time.sleep(0.002)  # the scenario: pieces over a few flush intervals
     for i in range(60):
         yield f"a{i} "
-        time.sleep(0.002)
+        time.sleep(0.002)  # the scenario, as above
 
 chat = ChatWidget(IteratorSource(think))
 chat.send("first").wait()
 chat.send("second").wait()
-time.sleep(0.1)
+time.sleep(0.1)  # lets the pump send the final meta (no public "sent" event yet)
 chat
 '''
 
