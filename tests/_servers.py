@@ -52,6 +52,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -188,11 +189,23 @@ def start_transformers_serve(model_dir: Path, log_path: Path, *, threads: int = 
            "--host", "127.0.0.1", "--port", str(free_port()), "--device", "cpu",
            "--log-level", "warning"]
     env = {**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": str(threads)}
+
+    def ready(models: dict[str, Any]) -> bool:
+        return any(m.get("id") == str(model_dir) for m in models.get("data", []))
+
+    return _start_server("transformers serve", cmd, env, log_path, timeout, ready, poll=0.25)
+
+
+def _start_server(name: str, cmd: list[str], env: dict[str, str], log_path: Path,
+                  timeout: float, ready: Callable[[dict[str, Any]], bool],
+                  poll: float) -> ServerProcess:
+    """Start ``cmd`` (its ``--port`` on 127.0.0.1) in its own process group, logging to
+    ``log_path``; return once its ``/v1/models`` answer satisfies ``ready``."""
     t0 = time.monotonic()
     log = log_path.open("wb")
     try:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=env, start_new_session=True)
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     finally:
         log.close()
     port = cmd[cmd.index("--port") + 1]
@@ -200,19 +213,17 @@ def start_transformers_serve(model_dir: Path, log_path: Path, *, threads: int = 
     deadline = t0 + timeout
     while True:
         if proc.poll() is not None:
-            raise RuntimeError(f"transformers serve exited with {proc.returncode}:\n"
-                               f"{server.log_tail()}")
+            raise RuntimeError(f"{name} exited with {proc.returncode}:\n{server.log_tail()}")
         try:
-            models = server.get_json("/v1/models", timeout=2.0)
-            if any(m.get("id") == str(model_dir) for m in models.get("data", [])):
+            if ready(server.get_json("/v1/models", timeout=2.0)):
                 break
         except (OSError, ValueError):
             pass
         if time.monotonic() > deadline:
             server.stop()
-            raise RuntimeError(f"transformers serve did not answer within {timeout:g} s:\n"
+            raise RuntimeError(f"{name} did not answer within {timeout:g} s:\n"
                                f"{server.log_tail()}")
-        time.sleep(0.25)  # polling another process until it answers
+        time.sleep(poll)  # polling another process until it answers (bounded by the deadline)
     server.started_in = time.monotonic() - t0
     return server
 
@@ -238,33 +249,8 @@ def start_llama_cpp_server(gguf: Path, log_path: Path, *, n_ctx: int = 2048,
            "--host", "127.0.0.1", "--port", str(free_port()), "--n_ctx", str(n_ctx),
            "--n_threads", str(threads), "--n_threads_batch", str(threads),
            "--interrupt_requests", str(interrupt_requests), "--seed", "1"]
-    t0 = time.monotonic()
-    log = log_path.open("wb")
-    try:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, env={**os.environ, **OFFLINE_ENV},
-                                start_new_session=True)
-    finally:
-        log.close()
-    port = cmd[cmd.index("--port") + 1]
-    server = ServerProcess(f"http://127.0.0.1:{port}/v1", proc, log_path)
-    deadline = t0 + timeout
-    while True:
-        if proc.poll() is not None:
-            raise RuntimeError(f"llama_cpp.server exited with {proc.returncode}:\n"
-                               f"{server.log_tail()}")
-        try:
-            if server.get_json("/v1/models", timeout=2.0).get("data"):
-                break
-        except (OSError, ValueError):
-            pass
-        if time.monotonic() > deadline:
-            server.stop()
-            raise RuntimeError(f"llama_cpp.server did not answer within {timeout:g} s:\n"
-                               f"{server.log_tail()}")
-        time.sleep(0.1)  # polling the server until it answers (bounded by the deadline)
-    server.started_in = time.monotonic() - t0
-    return server
+    return _start_server("llama_cpp.server", cmd, {**os.environ, **OFFLINE_ENV}, log_path,
+                         timeout, lambda models: bool(models.get("data")), poll=0.1)
 
 
 # ---------------------------------------------------------------- server side
