@@ -442,8 +442,11 @@ def run_scenario(jupyterlab: JupyterLab, request: pytest.FixtureRequest) -> Iter
                 raise _scenario_failure(
                     name, "printed a non-object result", stdout, stderr, jupyterlab
                 )
-            # shown by pytest with a failing test's captured output
-            print(f"scenario {name} ({artifact}): {json.dumps(result, indent=1)}")
+            # shown by pytest with a failing test's captured output (cut short
+            # by CI logs), and kept whole beside the screenshots
+            text = json.dumps(result, indent=1)
+            (ARTIFACTS / f"{artifact}.json").write_text(text, encoding="utf-8")
+            print(f"scenario {name} ({artifact}): {text}")
             return result
         finally:
             jupyterlab.shutdown_kernels()

@@ -10,6 +10,8 @@
   never scrolls, one long paragraph is followed (or "Jump to latest" shows) at
   every frame, the list stops at the top of the long reply, and the reader's
   place is kept when they scrolled up (screenshot ...-pinned-widget.png).
+* The reader's place survives the frame in which a long paragraph closes
+  (tests/browser/scroll_close.mjs): deterministic, with the source held at a gate.
 """
 
 from __future__ import annotations
@@ -168,3 +170,46 @@ def test_scrolling_respects_the_reader(
     assert r["end"] == {"at_bottom": True, "jump": False}, r["end"]
     shot = Path(r["screenshot_widget"])
     assert shot.is_file() and shot.stat().st_size > 5_000, shot
+
+
+CLOSE_PARAGRAPH_WORDS = 900
+
+
+def test_reader_keeps_place_when_the_paragraph_closes(
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str
+) -> None:
+    # The defect: the closed paragraph is a new node that may skip layout
+    # (content-visibility) before it was ever laid out, counting as a 3em
+    # placeholder; for one layout the list shrank and the browser clamped the
+    # reader's scrollTop to the top. Found as a rare flake of the scroll test.
+    paragraph = " ".join(f"w{i}" for i in range(CLOSE_PARAGRAPH_WORDS))
+    path = jupyterlab.write_notebook(
+        notebook_name,
+        [
+            "import threading\n"
+            "from nbstream import ChatWidget\n"
+            "from nbstream.sources import IteratorSource\n"
+            "GATE = threading.Event()\n"
+            f"PARAGRAPH = {paragraph!r}\n"
+            "def answer(messages):\n"
+            "    for i in range(0, len(PARAGRAPH), 400):\n"
+            "        yield PARAGRAPH[i : i + 400]\n"
+            "    assert GATE.wait(120)\n"
+            "    # the paragraph's last words and the next block in one delta\n"
+            "    yield ' and its end.\\n\\nThe next block.'\n"
+            "chat = ChatWidget(IteratorSource(answer), title='close')\n"
+            "chat",
+        ],
+    )
+    r = run_scenario(
+        "scroll_close", timeout=180, notebook=path, paragraph_chars=len(paragraph),
+        timeout_ms=60_000,
+    )
+    before, after = r["before"], r["after"]
+    # the list stopped at the reply's top, below the question: a place to lose
+    assert before["top"] > 0 and before["height"] > before["client"] + 200, before
+    assert after["blocks"] == 2, after
+    assert after["jump"], after  # still not following: the reader reads
+    # never moved, not even for one frame
+    assert after["top"] == before["top"], (before, after)
+    assert all(t == before["top"] for t in after["tops"]), after["tops"]

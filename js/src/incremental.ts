@@ -26,7 +26,8 @@
  *
  * DOM updates are minimal: the new nodes are compared with the shown ones,
  * block by block (`isEqualNode`), and only the blocks that differ are
- * replaced. A block that moves from the tail into a frozen chunk keeps its
+ * replaced. Inserted blocks may skip layout while out of sight only once they
+ * were laid out (sized.ts). A block that moves from the tail into a frozen chunk keeps its
  * node. Once the text is complete ({@link MarkdownSink.finish}) the tail is
  * frozen too, and the result equals a one-shot render of the whole text
  * ({@link renderOnce}); the property tests check this for random splits.
@@ -49,6 +50,7 @@ import {
   type Token,
 } from "./markdown";
 import { sanitize } from "./sanitize";
+import { forget, markWhenLaidOut, SIZED_CLASS } from "./sized";
 
 /** What renders the text of one message into its container. */
 export interface Sink {
@@ -129,6 +131,32 @@ export class FullSink implements Sink {
   finish(): void {}
 }
 
+/**
+ * Whether the shown block `shown` renders as the fresh `fresh` does: equal
+ * nodes, not counting the class sized.ts adds to a shown block once it was
+ * laid out (`fresh` is detached: marking it for the comparison costs nothing).
+ */
+function sameBlock(shown: Node, fresh: Node): boolean {
+  if (shown.nodeType !== 1 || fresh.nodeType !== 1) {
+    return shown.isEqualNode(fresh);
+  }
+  const marked = (shown as Element).classList.contains(SIZED_CLASS);
+  const classes = (fresh as Element).classList;
+  const hadClass = (fresh as Element).hasAttribute("class");
+  if (marked) {
+    classes.add(SIZED_CLASS);
+  }
+  const equal = shown.isEqualNode(fresh);
+  if (marked && !equal) {
+    // inserted as new: it must be laid out before it may skip layout
+    classes.remove(SIZED_CLASS);
+    if (!hadClass) {
+      (fresh as Element).removeAttribute("class");
+    }
+  }
+  return equal;
+}
+
 /** Calls `fn` with each closed code block's `code` element among `nodes`. */
 function eachCode(nodes: readonly Node[], fn: (code: HTMLElement) => void): void {
   for (const node of nodes) {
@@ -162,6 +190,7 @@ export class MarkdownSink implements Sink {
   ) {}
 
   replace(text: string, complete = false): void {
+    forget([...this.el.childNodes]);
     this.el.textContent = "";
     this.text = "";
     this.heldCR = false;
@@ -264,19 +293,23 @@ export class MarkdownSink implements Sink {
   private reconcile(next: Node[]): void {
     const old = this.tail;
     let i = 0;
-    while (i < old.length && i < next.length && (old[i] as Node).isEqualNode(next[i] as Node)) {
+    while (i < old.length && i < next.length && sameBlock(old[i] as Node, next[i] as Node)) {
       next[i] = old[i] as Node;
       i++;
     }
-    for (let j = i; j < old.length; j++) {
-      this.el.removeChild(old[j] as Node);
+    const removed = old.slice(i);
+    for (const node of removed) {
+      this.el.removeChild(node);
     }
+    forget(removed);
     if (i < next.length) {
+      const added = next.slice(i);
       const fragment = this.el.ownerDocument.createDocumentFragment();
-      for (let j = i; j < next.length; j++) {
-        fragment.appendChild(next[j] as Node);
+      for (const node of added) {
+        fragment.appendChild(node);
       }
       this.el.appendChild(fragment);
+      markWhenLaidOut(added);
     }
   }
 
@@ -301,6 +334,7 @@ export class MarkdownSink implements Sink {
       for (const node of chunk.nodes) {
         this.el.removeChild(node);
       }
+      forget(chunk.nodes);
       const env: MarkdownEnv = { references: { ...this.refs } };
       chunk.nodes = [...sanitize(doc, renderTokens(parse(chunk.text, env), env)).childNodes];
       for (const node of chunk.nodes) {
@@ -309,6 +343,7 @@ export class MarkdownSink implements Sink {
     }
     this.el.insertBefore(fragment, this.tail[0] ?? null);
     for (const chunk of this.chunks) {
+      markWhenLaidOut(chunk.nodes);
       this.closed(chunk.nodes);
     }
   }

@@ -15,7 +15,8 @@
  *   "Jump to latest". It does that once per reply: a reader who then goes back
  *   to the bottom follows that reply to its end.
  * - Blocks out of sight skip layout (`content-visibility: auto` in widget.css)
- *   and count at an estimated height until they come into view; when the list
+ *   and count at their last laid-out height (never less: sized.ts), or at an
+ *   estimated one until they come into view; when the list
  *   follows, the jump to the bottom brings some into view, they take their
  *   real height, and the bottom moves after the frame was painted. A
  *   ResizeObserver on the messages settles the list again when that happens,

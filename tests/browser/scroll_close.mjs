@@ -1,0 +1,58 @@
+// The reader's place survives the moment a long paragraph closes.
+//
+// The notebook's source streams one long paragraph, then waits on GATE (a
+// threading.Event in the kernel). The list follows until the reply's top
+// reaches its top and stops there (the reader reads from the beginning); the
+// scenario then opens the gate from a new cell, and the paragraph's last words
+// and the next block arrive together: the renderer closes the paragraph (a new
+// node that is no longer the last block) while the reader looks at it.
+// A scroll listener records every scrollTop the list takes from then on.
+// params: { notebook, paragraph_chars, timeout_ms }
+import { SEL, sendPrompt, waitForChat } from './chat.mjs';
+import { openNotebook, runAllCells, runCode, scenario } from './lab.mjs';
+
+await scenario(async ({ page, params, log }) => {
+  const timeout = params.timeout_ms ?? 60_000;
+  await openNotebook(page, params.notebook);
+  await runAllCells(page);
+  await waitForChat(page, { timeout: 90_000 });
+  const id = await sendPrompt(page, 'go');
+  // the whole paragraph is shown, and the list stopped at the reply's top
+  await page.waitForFunction(
+    ({ sel, chars }) => {
+      const root = document.querySelector(sel.root);
+      const md = [...root.querySelectorAll(`${sel.message}[data-role="assistant"] .nbs-md`)].pop();
+      return md && md.textContent.length >= chars && !root.querySelector('.nbs-jump').hidden;
+    },
+    { sel: SEL, chars: params.paragraph_chars },
+    { timeout, polling: 'raf' },
+  );
+  const before = await page.evaluate(() => {
+    const list = document.querySelector('.nbs-chat .nbs-messages');
+    window.__nbsTops = [];
+    list.addEventListener('scroll', () => window.__nbsTops.push(list.scrollTop), { passive: true });
+    return { top: list.scrollTop, height: list.scrollHeight, client: list.clientHeight };
+  });
+  log('before the paragraph closes:', before);
+  await runCode(page, 'GATE.set()');
+  await page.waitForFunction(
+    (sel) => document.querySelector(`${sel.root} ${sel.message}[data-role="assistant"]`)?.dataset.status === 'done',
+    SEL,
+    { timeout, polling: 100 },
+  );
+  // two more frames: anything the last render changed has been laid out
+  await page.evaluate(() => new Promise((r) => requestAnimationFrame(() => requestAnimationFrame(r))));
+  const after = await page.evaluate(() => {
+    const root = document.querySelector('.nbs-chat');
+    const list = root.querySelector('.nbs-messages');
+    const md = [...root.querySelectorAll('.nbs-message[data-role="assistant"] .nbs-md')].pop();
+    return {
+      top: list.scrollTop,
+      height: list.scrollHeight,
+      blocks: md.children.length,
+      jump: !root.querySelector('.nbs-jump').hidden,
+      tops: window.__nbsTops,
+    };
+  });
+  return { id, before, after };
+});
