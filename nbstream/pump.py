@@ -24,6 +24,9 @@ piece of a stream is sent at once, because time to first token is what makes
 streaming feel fast; after that a stream flushes at most once per interval,
 and all text that arrived in between travels as one delta. A stream that ends
 is settled at once, its unsent tail sent with its final meta in one message.
+A loading model's progress reports (``Stream.take_loading``) follow the same
+rhythm: the first at once, then the latest at most every
+``stream.LOADING_INTERVAL`` (0.25 s), in the message's meta.
 
 Flow control (credits): a view acknowledges the newest delta it rendered, with
 the mean DOM time of its frames since its last ack, but sparsely
@@ -339,6 +342,8 @@ class Pump:
                         out.deltas.extend(s.take_tail())
                         ch.changed.add(s.id)
                         continue
+                    if s.take_loading(now):  # a loading report (rate-bounded by the stream)
+                        ch.changed.add(s.id)
                     d = s.take(now)
                     if d is not None:
                         out.deltas.append(d)

@@ -4,6 +4,8 @@
 (which owns the text and the status) plus the job that runs the source on a
 lane's worker thread (:func:`run_reply`). Any thread may read a reply or stop
 it; only the worker thread produces into it; only the pump finalizes it.
+While the source prepares (loads its model), what it reports with
+:func:`nbstream.loading.report_loading` goes to this reply's stream.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from .loading import reporting_to
 from .pieces import FinishReason, Outcome
 from .protocol import Status
 from .sources.base import Cancelled, ChatMessage, Source
@@ -205,7 +208,8 @@ def run_reply(reply: Reply) -> None:
     try:
         if not source.prepared:
             stream.set_status("loading")
-            source.prepare()
+            with reporting_to(stream.report_loading):  # the source's report_loading() calls
+                source.prepare()
         if stream.final:
             return
         stream.set_status("running")

@@ -3,9 +3,10 @@
 Threads and ownership (all fields are guarded by ``self._cond``):
 
 * the **producer** (a worker thread running a source) calls :meth:`put`,
-  :meth:`set_status`, :meth:`finish` and :meth:`fail`;
-* the **pump** thread calls :meth:`take`, :meth:`settle` and :meth:`state`;
-  it alone sends, so it alone advances ``seq``;
+  :meth:`set_status`, :meth:`report_loading`, :meth:`finish` and :meth:`fail`;
+* the **pump** thread calls :meth:`take`, :meth:`take_loading`,
+  :meth:`settle` and :meth:`state`; it alone sends, so it alone advances
+  ``seq``;
 * **any** thread may call :meth:`cancel`, read :attr:`text` / :attr:`status`
   and :meth:`wait`.
 
@@ -24,6 +25,11 @@ after the user pressed Stop.
 ``_pending`` is bounded (``max_pending`` characters): a producer that outruns
 the pump waits in :meth:`put` (backpressure) instead of growing memory.
 
+While the status is ``loading``, the source may say what it waits for and how
+far it got (:mod:`nbstream.loading`): the stream keeps only the latest report,
+and the pump sends it with the message's meta at most once per
+:data:`LOADING_INTERVAL` (the first at once), however often the source reports.
+
 This module knows nothing of widgets, comms or threads other than through
 the callbacks it is given, so a list and a fake clock test it.
 """
@@ -39,10 +45,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .loading import LoadingProgress
 from .pieces import Cancelled, FinishReason, Outcome, PartType, part_type
 from .protocol import Status
 
 Clock = Callable[[], float]
+
+#: a loading report reaches the view at most once per this many seconds (the first
+#: at once): a source may report per tensor, the view needs a few updates a second
+LOADING_INTERVAL = 0.25
 
 
 #: What one delta appends to a message: a ``str`` when it is all answer text
@@ -171,6 +182,11 @@ class Stream:
         self._error: BaseException | None = None
         self._error_text: str | None = None
         self._detail: str | None = None
+        #: while loading: the source's latest report; versions made and sent (pump)
+        self._loading: LoadingProgress | None = None
+        self._loading_made = 0
+        self._loading_sent = 0
+        self._loading_sent_at = -math.inf
 
         # figures
         self.created_at = clock()
@@ -237,10 +253,26 @@ class Stream:
                 return
             changed = self._status != status
             self._status = status
+            if status != "loading":  # a report not sent yet is news no more
+                self._loading_sent = self._loading_made
             if status == "running" and self.started_at is None:
                 self.started_at = self._clock()
         if changed:
             self.on_status(self)
+
+    def report_loading(self, progress: LoadingProgress) -> None:
+        """While the status is ``loading``: what the source is doing and how far it
+        got (kept until the next report; ignored in any other status). Never blocks."""
+        with self._cond:
+            if self._status != "loading" or not self._open() or progress == self._loading:
+                return
+            self._loading = progress
+            self._loading_made += 1
+            # wake the pump when this is the first report it has not sent: it then
+            # knows when the next send is due, so later reports need no wake-up
+            wake = self._loading_made == self._loading_sent + 1
+        if wake:
+            self.on_wake(self)
 
     def finish(self, outcome: Outcome | None = None) -> None:
         """The producer ended normally (``outcome``: how, as the source said); the
@@ -282,6 +314,12 @@ class Stream:
     def status(self) -> Status:
         with self._cond:
             return self._status
+
+    @property
+    def loading(self) -> LoadingProgress | None:
+        """The source's latest loading report while the status is ``loading``, else None."""
+        with self._cond:
+            return self._loading if self._status == "loading" else None
 
     @property
     def seq(self) -> int:
@@ -348,6 +386,8 @@ class Stream:
             t = math.inf
             if self._pending and not self._window_full():
                 t = self._last_flush + self.interval
+            if self._loading_made != self._loading_sent:
+                t = min(t, self._loading_sent_at + LOADING_INTERVAL)
             return min(t, self._deadline())
 
     def _window_full(self) -> bool:
@@ -413,6 +453,18 @@ class Stream:
         self._last_flush = now
         self._cond.notify_all()  # room for a producer waiting in put()
         return Delta(self.id, self._seq, body)
+
+    def take_loading(self, now: float) -> bool:
+        """True if a loading report the view has not seen is due at ``now``: the pump
+        then sends the meta (which carries :attr:`loading`), and the next report
+        waits :data:`LOADING_INTERVAL`."""
+        with self._cond:
+            if (self._loading_made == self._loading_sent
+                    or now < self._loading_sent_at + LOADING_INTERVAL):
+                return False
+            self._loading_sent = self._loading_made
+            self._loading_sent_at = now
+            return self._status == "loading" and not self._final
 
     def take_tail(self) -> list[Delta]:
         """The deltas :meth:`settle` flushed that :meth:`take` did not hand out (the
