@@ -23,6 +23,11 @@ from .sources.base import Cancelled, ChatMessage, Source
 from .stream import Stream
 from .trace import Trace
 
+#: how long :meth:`Reply.wait` waits, after the ending, for the pump to hand the
+#: final state to the widget's comm (it takes one pump step; this only bounds a
+#: pump that is gone)
+FINAL_SEND_WAIT = 5.0
+
 log = logging.getLogger("nbstream")
 
 
@@ -162,7 +167,8 @@ class Reply:
     stop = cancel
 
     def wait(self, timeout: float | None = None) -> str:
-        """Block until the reply ends; return its text. Each ending, by status:
+        """Block until the reply ends and its ending is in the widget's state (a
+        notebook saved after the cell keeps it); return its text. Each ending, by status:
 
         * ``done``: returns the whole text.
         * ``stopped`` (Stop, Escape, ``stop()``, ``cancel()``): returns the text
@@ -184,6 +190,11 @@ class Reply:
             while not self._stream.wait(0.1):
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"reply {self.id} still {self.status} after {timeout} s")
+            # and its ending is in the widget's state (a notebook saved after this cell
+            # keeps it); bounded, should the pump be gone
+            handed = time.monotonic() + FINAL_SEND_WAIT
+            while not self._stream.wait_final_sent(0.1) and time.monotonic() < handed:
+                pass
         except KeyboardInterrupt:
             self._on_interrupt()
             self.cancel()  # if the widget is gone, still this reply

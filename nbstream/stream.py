@@ -8,7 +8,10 @@ Threads and ownership (all fields are guarded by ``self._cond``):
   :meth:`settle` and :meth:`state`; it alone sends, so it alone advances
   ``seq``;
 * **any** thread may call :meth:`cancel`, read :attr:`text` / :attr:`status`
-  and :meth:`wait`.
+  and :meth:`wait`, and :meth:`wait_final_sent`: a stream the pump carries
+  (:meth:`attach`) is *final-sent* once the pump handed its final meta to the
+  widget's comm (:meth:`final_sent`), so that ``reply.wait()`` returns only
+  when the widget's state (what a saved notebook keeps) holds the ending.
 
 A message is made of **parts**: runs of text of one type (``"reasoning"``,
 ``"answer"``; see ``pieces.py``), in the order they arrived. A piece's type is
@@ -208,6 +211,9 @@ class Stream:
         #: bytes sent to the view for this message (written by the pump thread)
         self._wire_bytes = 0
         self._done = threading.Event()
+        #: set by the pump once the final meta went to the comm (see wait_final_sent)
+        self._final_sent = threading.Event()
+        self._attached = False
 
     # ------------------------------------------------------------------ producer
     def put(self, piece: str) -> None:
@@ -375,7 +381,22 @@ class Stream:
         """Block until the status is final; False on timeout."""
         return self._done.wait(timeout)
 
+    def wait_final_sent(self, timeout: float | None = None) -> bool:
+        """Block until the final meta was handed to the comm; False on timeout.
+        True at once for a stream no pump carries."""
+        if not self._attached:
+            return True
+        return self._final_sent.wait(timeout)
+
     # ------------------------------------------------------------------- pump
+    def attach(self) -> None:
+        """A pump carries this stream from now on (its ending will be sent)."""
+        self._attached = True
+
+    def final_sent(self) -> None:
+        """The pump handed the final meta to the comm (or gave up: the channel closed)."""
+        self._final_sent.set()
+
     def due_at(self) -> float | None:
         """When the pump should next act on this stream (None: not until woken)."""
         with self._cond:
