@@ -5,9 +5,9 @@ fresh venvs kept between runs (a plain module, imported by the packaging tests).
   wheel from the sdist, without an isolated build environment: hatchling is in
   the dev extra), so test modules that all need the wheel share one build.
 * :func:`cached_venv` makes a venv under ``$NBSTREAM_WHEEL_VENVS`` (default: a
-  folder inside the running venv, so ``make distclean`` removes it too), keyed by
-  what it was asked to hold, and keeps it: a second run with the same key reuses
-  it at once. It is built in place (its scripts' shebangs name their real path)
+  folder inside the running venv, so ``make distclean`` removes it too), named by
+  what it was asked to hold, and keeps it: a second run asking for the same
+  reuses it at once. It is built in place (its scripts' shebangs name their real path)
   under a file lock, and marked ready only when every install step succeeded, so a
   half-built venv is never used.
 * :func:`clean_env` and :func:`run`: subprocesses that see neither the
@@ -25,8 +25,9 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 import zipfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from email.message import Message
 from email.parser import Parser
 from pathlib import Path
@@ -77,31 +78,55 @@ def wheel_metadata(wheel: Path) -> Message:
 
 
 def venvs_home() -> Path:
-    return Path(os.environ.get("NBSTREAM_WHEEL_VENVS", Path(sys.prefix) / "nbstream-wheel-venvs"))
+    """Where the venvs live (a real path: a venv's scripts name it in their shebangs)."""
+    default = Path(sys.prefix) / "nbstream-wheel-venvs"
+    return Path(os.environ.get("NBSTREAM_WHEEL_VENVS", default)).resolve()
 
 
-def venv_key(parts: Sequence[object]) -> str:
+def venv_key(parts: object) -> str:
     """A short, stable name for a venv holding ``parts`` (on this Python)."""
-    return hashlib.sha256(json.dumps([sys.version, *parts]).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps([sys.version, parts]).encode()).hexdigest()[:12]
 
 
-def cached_venv(key: str, fill: Callable[[Path], None], *, what: object = None) -> Path:
-    """The python of the venv named ``key``; made and filled by ``fill(python)`` if missing.
+#: a kept venv of the same kind unused for this long is removed when another is built
+STALE_S = 3 * 24 * 3600
 
-    ``fill`` installs what the venv should hold (it raises if a step fails: the
-    venv is then rebuilt by the next run). ``what`` is written beside it, for
-    whoever looks into the folder.
+
+def cached_venv(kind: str, what: object, fill: Callable[[Path], None]) -> Path:
+    """The python of the venv ``<kind>-<key of what>``; made and filled by ``fill(python)``
+    if missing.
+
+    ``what`` says what the venv holds (the requirements, the install lines): it
+    names the venv and is written beside it, in ``ready``, whose time is updated on
+    each use. ``fill`` installs it (and raises if a step fails: the next run starts
+    over). Building a new venv of a ``kind`` removes that kind's venvs unused for
+    :data:`STALE_S` (several worktrees may share the folder, each with its own key).
     """
     home = venvs_home()
     home.mkdir(parents=True, exist_ok=True)
-    target = home / key
+    name = f"{kind}-{venv_key(what)}"
+    target = home / name
     python = target / "env" / "bin" / "python"
-    with open(home / f"{key}.lock", "w") as lock:
+    with open(home / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another run building the same venv: wait for it
-        if not (target / "ready").is_file():
+        ready = target / "ready"
+        if not ready.is_file():
             shutil.rmtree(target, ignore_errors=True)
             target.mkdir()
             run(sys.executable, "-m", "venv", target / "env", cwd=home)
             fill(python)
-            (target / "ready").write_text(json.dumps(what, indent=1))
+            ready.write_text(json.dumps(what, indent=1))
+            _remove_stale(home, kind, keep=name)
+        ready.touch()
     return python
+
+
+def _remove_stale(home: Path, kind: str, keep: str) -> None:
+    now = time.time()
+    for other in home.glob(f"{kind}-*"):
+        if other.name == keep or not other.is_dir():
+            continue
+        used = max(p.stat().st_mtime for p in (other, other / "ready") if p.exists())
+        if now - used > STALE_S:
+            shutil.rmtree(other, ignore_errors=True)
+            (home / f"{other.name}.lock").unlink(missing_ok=True)

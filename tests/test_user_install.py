@@ -51,7 +51,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from _dist import build_dist, cached_venv, clean_env, run, venv_key, wheel_metadata
+from _dist import build_dist, cached_venv, clean_env, run, wheel_metadata
 from conftest import ARTIFACTS, make_notebook, scenario_runner, start_jupyterlab
 from packaging.requirements import InvalidRequirement, Requirement
 
@@ -150,7 +150,9 @@ def user_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     installs = readme_install_lines(README.read_text(encoding="utf-8"))
     torch = torch_requirement()
     lab = f"jupyterlab=={importlib.metadata.version('jupyterlab')}"
-    requires = sorted(wheel_metadata(wheel).get_all("Requires-Dist") or [])
+    # what the venv gets of the wheel's requirements: the base and the transformers extra
+    requires = sorted(r for r in wheel_metadata(wheel).get_all("Requires-Dist") or []
+                      if "extra ==" not in r or "extra == 'transformers'" in r)
     what = {"torch": torch, "readme": installs, "jupyterlab": lab, "requires": requires}
     times: dict[str, float] = {}
 
@@ -162,7 +164,7 @@ def user_venv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             times[" ".join(args)] = round(time.monotonic() - t0, 1)
 
     t0 = time.monotonic()
-    python = cached_venv(venv_key([what]), fill, what=what)
+    python = cached_venv("user", what, fill)
     if times:
         times["total (venv included)"] = round(time.monotonic() - t0, 1)
         print(f"user venv installed, seconds per step (load {os.getloadavg()}): "
@@ -201,9 +203,11 @@ def test_the_readme_user_lines_answer_a_question_in_jupyterlab(
     env = {**clean_env(), "NBSTREAM_CACHE_DIR": str(cache)}
     probe = (
         "import json, os, sys, nbstream\n"
+        "cache = os.environ['NBSTREAM_CACHE_DIR']\n"
+        "files = [os.path.join(d, f) for d, _, fs in os.walk(cache) for f in fs]\n"
         "print(json.dumps({'executable': sys.executable, 'nbstream': nbstream.__file__,\n"
-        "                  'path': sys.path,\n"
-        "                  'cache': sorted(os.listdir(os.environ['NBSTREAM_CACHE_DIR']))}))"
+        "                  'path': sys.path, 'cache_files': len(files),\n"
+        "                  'cache_bytes': sum(os.path.getsize(f) for f in files)}))"
     )
     load_before = os.getloadavg()
     with start_jupyterlab(root, tmp_path / "home", 180.0, python=user_venv, env=env,
@@ -214,6 +218,9 @@ def test_the_readme_user_lines_answer_a_question_in_jupyterlab(
     print(f"first text {r['first_text_ms'] / 1000:.1f} s, final {r['final_ms'] / 1000:.1f} s "
           f"after Enter, fresh cache; load average before {load_before}, "
           f"after {os.getloadavg()}")
+    facts = json.loads(r["probe"].strip().splitlines()[-1])
+    print(f"cache after the first answer: {facts['cache_files']} files, "
+          f"{facts['cache_bytes'] / 1e6:.0f} MB")
 
     assert r["final_status"] == "done", r
     assert r["text"].strip(), r
@@ -222,13 +229,12 @@ def test_the_readme_user_lines_answer_a_question_in_jupyterlab(
     assert any(label.startswith(f"{PREPARING}… ") and label.endswith("%") for label in labels), labels
     assert r["final_label"].startswith("done"), r["final_label"]
 
-    facts = json.loads(r["probe"].strip().splitlines()[-1])
     venv_root = user_venv.parents[1]
     assert Path(facts["executable"]).parent == user_venv.parent, facts
     assert Path(facts["nbstream"]).is_relative_to(venv_root), facts
     assert "site-packages" in facts["nbstream"], facts
     assert not any(p and Path(p).resolve() == ROOT for p in facts["path"]), facts["path"]
-    assert facts["cache"], "the converted model was not written to NBSTREAM_CACHE_DIR"
+    assert facts["cache_files"] > 0, "the converted model was not written to NBSTREAM_CACHE_DIR"
     shot = Path(r["screenshot_widget"])
     assert shot.is_file() and shot.stat().st_size > 5_000, shot
     assert shot.parent == ARTIFACTS

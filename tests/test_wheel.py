@@ -32,7 +32,6 @@ from _dist import (
     cached_venv,
     clean_env,
     run,
-    venv_key,
     wheel_metadata,
 )
 from _wire import body_parts, delta_keys
@@ -60,7 +59,7 @@ def venv(dist: tuple[Path, Path]) -> Iterator[Path]:
     def fill(python: Path) -> None:
         run(python, "-m", "pip", "install", "-q", *wanted, cwd=python.parent)
 
-    yield cached_venv(venv_key([wanted]), fill, what=wanted)
+    yield cached_venv("base", wanted, fill)
 
 
 @pytest.fixture(scope="module")
