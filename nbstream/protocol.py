@@ -105,6 +105,9 @@ class MessageMetaExtras(TypedDict, total=False):
     error: str
     #: optional details (traceback) shown on demand
     detail: str
+    #: an assistant's generation options in force (``temperature``,
+    #: ``max_new_tokens``...; see :mod:`nbstream.generation`); absent: none known
+    options: dict[str, Any]
 
 
 class MessageMeta(MessageMetaExtras):
@@ -125,6 +128,8 @@ class MessageStateExtras(TypedDict, total=False):
     pane: int
     #: why a finished reply ended (absent while it runs; None: no end marker)
     finish_reason: FinishReason | None
+    #: the generation options in force (see :class:`MessageMetaExtras`)
+    options: dict[str, Any]
 
 
 class MessageState(MessageStateExtras):
