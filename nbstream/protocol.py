@@ -53,7 +53,7 @@ Direction rules (who may send what, how often, and why):
   without another redesign.
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
   :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
-  :class:`ContinueMsg`), :class:`HelloMsg` when a view is rendered (the
+  :class:`ContinueMsg`, :class:`SystemPromptMsg`), :class:`HelloMsg` when a view is rendered (the
   kernel re-sends the metas of live messages and ``live``), and
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
   them on its main thread (or on a subshell thread with
@@ -197,6 +197,14 @@ class ContinueMsg(TypedDict):
     id: str
 
 
+class SystemPromptMsg(TypedDict):
+    """View -> kernel: the user edited the system prompt (``""``: none); it applies
+    to the next question (``ChatWidget``)."""
+
+    kind: Literal["system_prompt"]
+    text: str
+
+
 class HelloMsg(TypedDict):
     """View -> kernel: a view was rendered; bring it up to date."""
 
@@ -220,8 +228,8 @@ class AckMsg(TypedDict):
     render_ms: float
 
 
-ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | HelloMsg | ResyncMsg
-           | AckMsg)
+ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
+           | HelloMsg | ResyncMsg | AckMsg)
 
 #: the keys of the widget's state that are not per message
 LAST_ID_KEY = "last_id"

@@ -244,7 +244,8 @@ export class Conversation {
       e.detail !== detail ||
       e.pane !== s.pane ||
       e.finish_reason !== s.finish_reason ||
-      !sameStats(e.stats, s.stats)
+      !sameStats(e.stats, s.stats) ||
+      !sameStats(e.options ?? {}, s.options ?? {})
     ) {
       e.role = s.role;
       e.status = s.status;
@@ -260,6 +261,11 @@ export class Conversation {
         delete e.finish_reason;
       } else {
         e.finish_reason = s.finish_reason;
+      }
+      if (s.options === undefined) {
+        delete e.options;
+      } else {
+        e.options = s.options;
       }
       e.meta = true;
       this.dirty.add(e);
