@@ -4,6 +4,8 @@
 (which owns the text and the status) plus the job that runs the source on a
 lane's worker thread (:func:`run_reply`). Any thread may read a reply or stop
 it; only the worker thread produces into it; only the pump finalizes it.
+While the source prepares (loads its model), what it reports with
+:func:`nbstream.loading.report_loading` goes to this reply's stream.
 """
 
 from __future__ import annotations
@@ -15,11 +17,17 @@ from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 from .generation import GenerationOptions
+from .loading import reporting_to
 from .pieces import FinishReason, Outcome
 from .protocol import Status
 from .sources.base import Cancelled, ChatMessage, Source
 from .stream import Stream
 from .trace import Trace
+
+#: how long :meth:`Reply.wait` waits, after the ending, for the pump to hand the
+#: final state to the widget's comm (it takes one pump step; this only bounds a
+#: pump that is gone)
+FINAL_SEND_WAIT = 5.0
 
 log = logging.getLogger("nbstream")
 
@@ -175,7 +183,8 @@ class Reply:
     stop = cancel
 
     def wait(self, timeout: float | None = None) -> str:
-        """Block until the reply ends; return its text. Each ending, by status:
+        """Block until the reply ends and its ending is in the widget's state (a
+        notebook saved after the cell keeps it); return its text. Each ending, by status:
 
         * ``done``: returns the whole text.
         * ``stopped`` (Stop, Escape, ``stop()``, ``cancel()``): returns the text
@@ -197,6 +206,11 @@ class Reply:
             while not self._stream.wait(0.1):
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"reply {self.id} still {self.status} after {timeout} s")
+            # and its ending is in the widget's state (a notebook saved after this cell
+            # keeps it); bounded, should the pump be gone
+            handed = time.monotonic() + FINAL_SEND_WAIT
+            while not self._stream.wait_final_sent(0.1) and time.monotonic() < handed:
+                pass
         except KeyboardInterrupt:
             self._on_interrupt()
             self.cancel()  # if the widget is gone, still this reply
@@ -221,7 +235,8 @@ def run_reply(reply: Reply) -> None:
     try:
         if not source.prepared:
             stream.set_status("loading")
-            source.prepare()
+            with reporting_to(stream.report_loading):  # the source's report_loading() calls
+                source.prepare()
         if stream.final:
             return
         stream.set_status("running")

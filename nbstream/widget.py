@@ -46,6 +46,7 @@ from .protocol import (
     LIVE_KEY,
     REMOVED_KEY,
     DeltaBody,
+    LoadingMeta,
     MessageMeta,
     MessageState,
     delta_key,
@@ -95,6 +96,10 @@ def reply_meta(reply: Reply) -> MessageMeta:
         meta["error"] = error
     if detail is not None and status in ("error", "timeout"):
         meta["detail"] = detail
+    loading = reply.stream.loading if status == "loading" else None
+    if loading is not None:
+        fraction = None if loading.fraction is None else round(loading.fraction, 3)
+        meta["progress"] = LoadingMeta(text=loading.text, fraction=fraction)
     if final:
         meta["finish_reason"] = reply.finish_reason
     if reply.pane is not None:

@@ -8,8 +8,12 @@
  * source; `tokens` / `tokens_per_s` are shown instead where a source reports
  * them). While it streams, the view only sees deltas, so it shows what it
  * can measure honestly: characters received per second, marked "≈".
+ * While the model loads, it shows what the source last reported (the meta's
+ * `progress`, see `nbstream/loading.py`): "preparing the model (first run,
+ * once)… 42%".
  */
 import type { Entry } from "./buffer";
+import type { LoadingProgress } from "./protocol";
 
 function finite(x: unknown): number | null {
   return typeof x === "number" && Number.isFinite(x) ? x : null;
@@ -73,6 +77,20 @@ export function finishNote(e: Readonly<Entry>): string {
   return reason === "stop" ? "" : `ended: ${reason}`;
 }
 
+/**
+ * What a loading reply waits for: "preparing the model (first run, once)… 42%"
+ * from the source's report (the percentage only where it said how far, floored:
+ * 100% only once done), "loading model…" where it said nothing.
+ */
+export function loadingLabel(progress: Readonly<LoadingProgress> | undefined): string {
+  if (progress === undefined) {
+    return "loading model…";
+  }
+  const text = progress.text.replace(/(…|\.\.\.)$/, "");
+  const f = progress.fraction;
+  return f === null ? `${text}…` : `${text}… ${Math.floor(f * 100 + 1e-9)}%`;
+}
+
 /** The human label for a message's status ("" where none is shown). */
 export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null): string {
   const status: string = e.status;
@@ -83,7 +101,7 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
     case "queued":
       return "queued";
     case "loading":
-      return "loading model…";
+      return loadingLabel(e.progress);
     case "running":
       if (e.text.length === 0) {
         return e.reasoning === "" ? "waiting for first token…" : "thinking…";

@@ -62,12 +62,17 @@ describe("protocol mirrors protocol.py", () => {
       finish_reason: null,
       error: "e",
       detail: "d",
+      progress: { text: "loading model", fraction: 0.5 },
       options: { temperature: 0 },
     });
     expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
-      ["detail", "error", "finish_reason", "options", "pane", "text"].filter(
+      ["detail", "error", "finish_reason", "options", "pane", "progress", "text"].filter(
         (k) => k in (full as object),
       ),
+    );
+    // the progress a loading reply carries
+    expect(fields(/^class LoadingMeta\(TypedDict\)/m)).toEqual(
+      Object.keys(full?.progress as object).sort(),
     );
   });
 

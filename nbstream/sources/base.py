@@ -10,6 +10,11 @@ full. ``emit`` raises :class:`Cancelled` once the reply was stopped, so a
 source unwinds at the next piece even if it never looks at ``cancel``; sources
 that can stop sooner (between two tokens, before a request) should also watch
 the ``cancel`` event.
+
+A source with a slow start overrides :meth:`Source.prepare`; while it runs, the
+reply shows "loading model…", and the source may say more with
+:func:`report_loading` (``report_loading("preparing the model", 0.42)`` shows
+"preparing the model… 42%"; see :mod:`nbstream.loading`).
 """
 
 from __future__ import annotations
@@ -19,12 +24,14 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
+from ..loading import report_loading
 from ..pieces import Cancelled, Outcome, Reasoning
 
 if TYPE_CHECKING:
     from ..generation import GenerationOptions
 
-__all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError"]
+__all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError",
+           "report_loading"]
 
 
 class ChatMessage(TypedDict):
@@ -83,7 +90,10 @@ class Source(ABC):
         return True
 
     def prepare(self) -> None:  # noqa: B027 - optional hook, empty by default
-        """Load whatever is slow to load. Called on the worker thread, once."""
+        """Load whatever is slow to load. Called on the worker thread, once.
+
+        May call :func:`report_loading` to show what it waits for and how far it got.
+        """
 
     @abstractmethod
     def generate(

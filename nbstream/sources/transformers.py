@@ -11,6 +11,11 @@ two decoding steps, on the same thread) turns the new token id into text with
 set. ``emit`` may block (backpressure) and raise :class:`Cancelled`; both
 pass straight through ``model.generate``.
 
+While it loads, ``prepare`` reports what it does (:mod:`nbstream.loading`):
+"preparing the model (first run, once)" with the fraction of tensors done
+while the embedded model is converted, then "loading model" (and "warming up
+the model" with ``warmup``); the view shows it on the reply's status line.
+
 ``generate`` returns an :class:`~nbstream.pieces.Outcome`: ``finish_reason``
 ``"length"`` when the reply reached ``max_new_tokens`` without ending its turn,
 ``"stop"`` otherwise; usage (prompt and completion tokens) and figures
@@ -41,6 +46,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from nbstream import devices, extras
 from nbstream.detok import IncrementalDecoder
+from nbstream.loading import report_loading
 from nbstream.pieces import FinishReason, Outcome
 from nbstream.sources.base import ChatMessage, Emit, Source
 from nbstream.sources.think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
@@ -111,6 +117,35 @@ def _resolve_local(what: str, value: str | os.PathLike[str]) -> tuple[str, str]:
             f"cache; nbstream loads local files only and never downloads"
         )
     raise FileNotFoundError(f"{what} path {text!r} does not exist")
+
+
+#: what the view says while the embedded model is converted (once) and loaded
+PREPARING = "preparing the model (first run, once)"
+LOADING = "loading model"
+WARMING_UP = "warming up the model"
+
+
+def _load_default_reporting(kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Load the embedded model, reporting the one-time conversion's progress (per
+    tensor) and then the load (on this, the worker thread; see nbstream.loading)."""
+    from nbstream import default_model
+
+    try:
+        converting = not default_model.is_converted(default_model.converted_path())
+    except (ImportError, OSError):  # no model wheel: load_default says so, with the fix
+        converting = False
+    if converting:
+        report_loading(PREPARING, 0.0)
+    else:
+        report_loading(LOADING)
+
+    def progress(done: int, total: int) -> None:
+        if total > 0 and done >= total:
+            report_loading(LOADING)
+        elif total > 0:
+            report_loading(PREPARING, done / total)
+
+    return default_model.load_default(progress=progress, **kwargs)
 
 
 class _CancelCriteria:
@@ -399,6 +434,7 @@ class TransformersSource(Source):
                 self._loaded = self._load_shared()
                 self._tokenizer = self._load_tokenizer(self._loaded)
             if self.warmup and not self._warmed:
+                report_loading(WARMING_UP)
                 self._run_warmup()
                 self._warmed = True
 
@@ -429,10 +465,9 @@ class TransformersSource(Source):
         )
         kwargs = plan.from_pretrained_kwargs()
         if self._kind == "default":
-            from nbstream import default_model
-
-            model, tokenizer = default_model.load_default(**kwargs)
+            model, tokenizer = _load_default_reporting(kwargs)
         else:
+            report_loading(LOADING)
             assert self._location is not None
             where: str | Path = self._location
             if self._kind == "gguf":
