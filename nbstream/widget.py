@@ -17,6 +17,10 @@ Who owns what:
   browser receives them in order. They are no traitlets: the widget's history
   is their source of truth, and :meth:`StreamingWidget.get_state` adds them
   (whole) for a view that asks for the state.
+* ``system_prompt`` (a synced trait) is set by the user's cells or by the view's
+  ``system_prompt`` command (main or subshell thread); a reply reads it once, when
+  it is asked (:meth:`StreamingWidget._new_reply`), and so do the generation
+  options (``_generation``, replaced whole, never mutated).
 * View messages (:meth:`_on_view_msg`) arrive on the kernel's main thread, or
   a subshell thread; the handler only enqueues or flags and never blocks.
 """
