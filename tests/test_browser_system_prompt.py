@@ -83,6 +83,8 @@ def test_system_prompt_edited_in_the_view(
         "Generation options: temperature 0.2 · max_new_tokens 64\n"), reply
     # chat.system_prompt = ... from Python: the line follows
     assert r["after_python"]["preview"] == FROM_PYTHON, r["after_python"]
+    assert r["after_python"]["expanded"] == "true", r["after_python"]
+    assert r["collapsed"]["expanded"] == "false" and r["collapsed"]["shown"], r["collapsed"]
     shot = Path(r["screenshot_widget"])
     assert shot.is_file() and shot.stat().st_size > 5_000, shot
 

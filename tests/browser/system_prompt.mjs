@@ -5,8 +5,8 @@
 // was given; the reply's status line carries the generation options on hover
 // (its title); `chat.system_prompt = ...` from Python updates the line.
 // params: { notebook, label, python_prompt, edited, nb7_notebook? }
-// Screenshots: <artifact>-<label>-widget.png (the line expanded),
-// <artifact>-notebook7-<label>-widget.png (after an edit and a question there)
+// Screenshots: <artifact>-<label>-widget.png (the line collapsed),
+// <artifact>-notebook7-<label>-widget.png (expanded, after an edit and a question there)
 import path from 'node:path';
 import { SEL, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
 import { ARTIFACT, ARTIFACTS, TOKEN, URL_BASE, openNotebook, runAllCells, runCode, scenario } from './lab.mjs';
@@ -79,12 +79,14 @@ await scenario(async ({ page, params, log }) => {
   const after_python = await page.evaluate(readBar, SEL);
 
   const root = page.locator(SEL.root).first();
+  await root.locator('.nbs-system-toggle').click(); // collapsed again, as it starts
+  const collapsed = await page.evaluate(readBar, SEL);
   await root.scrollIntoViewIfNeeded();
   await root.locator('.nbs-message[data-role="assistant"] .nbs-status').last().hover();
   const shot = path.join(ARTIFACTS, `${ARTIFACT}-${params.label}-widget.png`);
   await root.screenshot({ path: shot, timeout: 15_000 });
   const theme = await page.evaluate(() => document.body.dataset.jpThemeName ?? null);
-  const out = { before, after_edit, reply, kernel, after_python, screenshot_widget: shot, theme };
+  const out = { before, after_edit, reply, kernel, after_python, collapsed, screenshot_widget: shot, theme };
   if (params.nb7_notebook) out.notebook7 = await inNotebook7(page, params, log);
   return out;
 });
