@@ -14,8 +14,9 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
+from .generation import GenerationOptions
 from .loading import reporting_to
 from .pieces import FinishReason, Outcome
 from .protocol import Status
@@ -62,6 +63,7 @@ class Reply:
         messages: Sequence[ChatMessage] | Callable[[], Sequence[ChatMessage]],
         prompt: str = "",
         on_interrupt: Callable[[], object] | None = None,
+        generation: GenerationOptions | None = None,
     ) -> None:
         self._stream = stream
         #: what a kernel interrupt during wait() stops (the widget, else this reply)
@@ -75,6 +77,8 @@ class Reply:
         #: which pane of a Compare widget shows it (None elsewhere)
         self.pane: int | None = None
         self._outcome: Outcome | None = None
+        self._generation = cast(GenerationOptions, dict(generation or {}))
+        self._options = source.options_in_force(self._generation)
 
     def _resolve_messages(self) -> list[ChatMessage]:
         msgs = self._messages
@@ -118,6 +122,18 @@ class Reply:
         if include_reasoning and reasoning:
             return f"<think>\n{reasoning}\n</think>\n\n{text}"
         return text
+
+    @property
+    def generation(self) -> GenerationOptions:
+        """The generation options this reply asked its source for (a copy; the
+        widget's ``generation`` when it was asked)."""
+        return cast(GenerationOptions, dict(self._generation))
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The generation options in force for this reply, the source's defaults
+        included where it knows them (what the view shows on hover; a copy)."""
+        return dict(self._options)
 
     @property
     def status(self) -> Status:
@@ -224,7 +240,8 @@ def run_reply(reply: Reply) -> None:
         if stream.final:
             return
         stream.set_status("running")
-        outcome = source.generate(reply._resolve_messages(), stream.put, stream.cancel_event)
+        outcome = source.generate_with(reply._resolve_messages(), stream.put,
+                                       stream.cancel_event, reply.generation)
         reply._outcome = outcome = outcome if isinstance(outcome, Outcome) else Outcome()
         tokens = outcome.figures.get("tokens")
         if isinstance(tokens, int):

@@ -251,7 +251,8 @@ export class Conversation {
       e.pane !== s.pane ||
       e.finish_reason !== s.finish_reason ||
       !sameProgress(e.progress, s.progress) ||
-      !sameStats(e.stats, s.stats)
+      !sameStats(e.stats, s.stats) ||
+      !sameStats(e.options ?? {}, s.options ?? {})
     ) {
       e.role = s.role;
       e.status = s.status;
@@ -272,6 +273,11 @@ export class Conversation {
         delete e.progress;
       } else {
         e.progress = s.progress;
+      }
+      if (s.options === undefined) {
+        delete e.options;
+      } else {
+        e.options = s.options;
       }
       e.meta = true;
       this.dirty.add(e);

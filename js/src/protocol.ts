@@ -14,8 +14,8 @@
  *   keeps every key, so a saved notebook holds the whole conversation; a view
  *   reads the keys from the model (keys.ts), whatever order they came in.
  * - View -> kernel, custom messages: {@link SendMsg}, {@link StopMsg},
- *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg} (user
- *   commands), {@link HelloMsg} when a view renders, {@link ResyncMsg} when
+ *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg},
+ *   {@link SystemPromptMsg} (user commands), {@link HelloMsg} when a view renders, {@link ResyncMsg} when
  *   `live` or a final meta names deltas the model lacks, {@link AckMsg} after
  *   the frame that rendered a delta.
  * - Older kernels: a `conversation` list trait of whole messages and `delta`
@@ -78,6 +78,8 @@ export interface MessageMeta {
   finish_reason?: string | null;
   /** while `loading`, where the source reported it (latest report, at most every 0.25 s) */
   progress?: LoadingProgress;
+  /** an assistant's generation options in force (temperature, max_new_tokens...) */
+  options?: Record<string, unknown>;
 }
 
 /** One message as the view holds it. */
@@ -103,6 +105,8 @@ export interface MessageState {
   finish_reason?: string | null;
   /** while `loading`: what the source waits for (see {@link MessageMeta}) */
   progress?: LoadingProgress;
+  /** the generation options in force (see {@link MessageMeta}) */
+  options?: Record<string, unknown>;
 }
 
 /** One delta to apply: what the `m<i>.<s>` key (or an older kernel's message) carries. */
@@ -145,6 +149,12 @@ export interface ContinueMsg {
   id: string;
 }
 
+/** View -> kernel: the user edited the system prompt ("": none); applies to the next question. */
+export interface SystemPromptMsg {
+  kind: "system_prompt";
+  text: string;
+}
+
 /** View -> kernel: a view was rendered; bring it up to date. */
 export interface HelloMsg {
   kind: "hello";
@@ -171,6 +181,7 @@ export type ViewMsg =
   | RegenerateMsg
   | ClearMsg
   | ContinueMsg
+  | SystemPromptMsg
   | HelloMsg
   | ResyncMsg
   | AckMsg;
@@ -214,6 +225,8 @@ export interface ChatTraits {
   placeholder: string;
   source_label: string;
   panes: PaneInfo[];
+  /** the system prompt (null: none) */
+  system_prompt: string | null;
 }
 
 function isRecord(x: unknown): x is Record<string, unknown> {
@@ -289,6 +302,9 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
   if (progress !== null) {
     meta.progress = progress;
   }
+  if (isRecord(x.options)) {
+    meta.options = x.options;
+  }
   return meta;
 }
 
@@ -344,6 +360,9 @@ export function toMessageState(x: unknown): MessageState | null {
   }
   if (x.finish_reason === null || typeof x.finish_reason === "string") {
     state.finish_reason = x.finish_reason;
+  }
+  if (isRecord(x.options)) {
+    state.options = x.options;
   }
   return state;
 }

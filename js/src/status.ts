@@ -125,6 +125,49 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
   }
 }
 
+/** How a generation option's value reads: numbers as they are, text quoted. */
+function optionValue(x: unknown): string {
+  if (typeof x === "number" || typeof x === "boolean") {
+    return String(x);
+  }
+  try {
+    return JSON.stringify(x) ?? String(x);
+  } catch {
+    return String(x);
+  }
+}
+
+/**
+ * The generation options in force, as the kernel recorded them for this reply:
+ * "temperature 0.2 · max_new_tokens 200 · stop ["\n\n"]"; "" when none are known.
+ */
+export function optionsSummary(options: Readonly<Record<string, unknown>> | undefined): string {
+  if (options === undefined) {
+    return "";
+  }
+  return Object.entries(options)
+    .map(([k, v]) => `${k} ${optionValue(v)}`)
+    .join(" · ");
+}
+
+/** What the status line says on hover: the options in force, and what the figures mean. */
+export function statusTitle(e: Readonly<Entry>): string {
+  if (e.role !== "assistant") {
+    return "";
+  }
+  const lines: string[] = [];
+  const options = optionsSummary(e.options);
+  if (options !== "") {
+    lines.push(`Generation options: ${options}`);
+  }
+  if (e.status === "done" || e.status === "stopped") {
+    lines.push(
+      "TTFT: time to first token. A piece is what the source emitted at once (a token for a local model).",
+    );
+  }
+  return lines.join("\n");
+}
+
 /** Whether the status line shows the "working" indicator. */
 export function isWaiting(e: Readonly<Entry>): boolean {
   return (

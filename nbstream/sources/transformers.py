@@ -42,7 +42,7 @@ import time
 import weakref
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from nbstream import devices, extras
 from nbstream.detok import IncrementalDecoder
@@ -50,6 +50,9 @@ from nbstream.loading import report_loading
 from nbstream.pieces import FinishReason, Outcome
 from nbstream.sources.base import ChatMessage, Emit, Source
 from nbstream.sources.think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
+
+if TYPE_CHECKING:
+    from nbstream.generation import GenerationOptions
 
 __all__ = ["TransformersSource"]
 
@@ -548,11 +551,59 @@ class TransformersSource(Source):
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else None
         return {"pad_token_id": pad if pad is not None else tokenizer.eos_token_id}
 
+    #: per-reply options (``chat.generation``), over ``generate_kwargs``
+    generation_options: ClassVar[frozenset[str]] = frozenset(
+        {"temperature", "top_p", "max_new_tokens", "stop"})
+
     def generate(
         self,
         messages: Sequence[ChatMessage],
         emit: Emit,
         cancel: threading.Event,
+    ) -> Outcome:
+        """Generate the reply (see :meth:`generate_with`) with the source's own settings."""
+        return self.generate_with(messages, emit, cancel, {})
+
+    def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
+        """What ``model.generate`` gets, in the generic names: ``temperature`` 0
+        for greedy decoding, ``max_new_tokens``, and ``top_p`` / ``stop`` if set."""
+        kwargs = self._generate_kwargs(options)
+        shown: dict[str, Any] = {
+            "temperature": kwargs.get("temperature", 1.0) if kwargs.get("do_sample") else 0.0}
+        for name, key in (("top_p", "top_p"), ("max_new_tokens", "max_new_tokens"),
+                          ("stop", "stop_strings")):
+            if kwargs.get(key) is not None:
+                shown[name] = kwargs[key]
+        return shown
+
+    def _generate_kwargs(self, options: GenerationOptions) -> dict[str, Any]:
+        """The keyword arguments of ``model.generate`` (but the streamer, the
+        stopping criteria, padding): the defaults, ``generate_kwargs``, then
+        ``options``. A temperature of 0 is greedy decoding, above it samples."""
+        kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": 256}
+        kwargs.update(self.generate_kwargs)
+        if "temperature" in options:
+            kwargs["do_sample"] = options["temperature"] > 0
+            kwargs["temperature"] = options["temperature"]
+        if "top_p" in options:
+            kwargs["top_p"] = options["top_p"]
+        if "max_new_tokens" in options:
+            kwargs["max_new_tokens"] = options["max_new_tokens"]
+        if "stop" in options:
+            kwargs["stop_strings"] = list(options["stop"])
+        if not kwargs.get("do_sample"):  # unused by greedy decoding (transformers warns)
+            if options.get("temperature") == 0:
+                kwargs.pop("temperature", None)
+            if "top_p" in options:
+                kwargs.pop("top_p", None)
+        return kwargs
+
+    def generate_with(
+        self,
+        messages: Sequence[ChatMessage],
+        emit: Emit,
+        cancel: threading.Event,
+        options: GenerationOptions,
     ) -> Outcome:
         """Generate the reply on this thread, emitting pieces as tokens arrive.
 
@@ -573,9 +624,8 @@ class TransformersSource(Source):
         tokenizer = self.tokenizer
         model = self.model
         inputs = self._inputs(messages)
-        kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": 256}
-        kwargs.update(self._pad_kwargs())
-        kwargs.update(self.generate_kwargs)
+        kwargs = self._pad_kwargs()
+        kwargs.update(self._generate_kwargs(options))
         criteria = StoppingCriteriaList(list(kwargs.pop("stopping_criteria", None) or ()))
         criteria.append(_stopping_criterion(cancel))
         if kwargs.get("stop_strings") and "tokenizer" not in kwargs:
