@@ -4,12 +4,14 @@
 // MathML out (a fraction has its numerator above its denominator, a display
 // formula is a block), prices stay text, a formula that does not parse shows
 // its source, and Copy gives the Markdown with the TeX source.
+// The notebook's source waits at GATE inside the first display formula: the
+// scenario sees the pending source, then opens the gate from a new cell.
 // params: { notebook, label, broken, nb7_notebook? }   (broken: the one formula source expected
 // to fail; nb7_notebook: the same notebook again, opened in Notebook 7 too)
 // Screenshots: <artifact>-<label>-widget.png, <artifact>-notebook7-<label>-widget.png
 import path from 'node:path';
 import { SEL, waitForChat } from './chat.mjs';
-import { ARTIFACT, ARTIFACTS, openNotebook, runAllCells, runFirstCellInNotebook7, scenario } from './lab.mjs';
+import { ARTIFACT, ARTIFACTS, openNotebook, runAllCells, runCode, runFirstCellInNotebook7, scenario } from './lab.mjs';
 
 // Runs in the page before its own scripts: watches every change to rendered Markdown.
 function installWatcher() {
@@ -66,6 +68,16 @@ await scenario(async ({ page, params, log }) => {
   await openNotebook(page, params.notebook);
   await runAllCells(page);
   await waitForChat(page, { timeout: 90_000 });
+  // the source waits at GATE inside a display formula: its source shows, pending
+  await page.waitForFunction(
+    () => document.querySelectorAll('.nbs-message[data-role="assistant"] .nbs-math-pending').length > 0,
+    null,
+    { timeout: 60_000, polling: 'raf' },
+  );
+  const pendingAtGate = await page.evaluate(
+    () => document.querySelectorAll('.nbs-message[data-role="assistant"] .nbs-math-pending').length,
+  );
+  await runCode(page, 'GATE.set()');
   await page.waitForFunction(
     (sel) => document.querySelector(`${sel.root} ${sel.message}[data-role="assistant"]`)?.dataset.status === 'done',
     SEL,
@@ -92,7 +104,7 @@ await scenario(async ({ page, params, log }) => {
   const shot = path.join(ARTIFACTS, `${ARTIFACT}-${params.label}-widget.png`);
   await root.screenshot({ path: shot, timeout: 15_000 });
   const theme = await page.evaluate(() => document.body.dataset.jpThemeName ?? null);
-  const out = { watched, measured: m, copied, screenshot_widget: shot, theme };
+  const out = { watched, pending_at_gate: pendingAtGate, measured: m, copied, screenshot_widget: shot, theme };
   if (params.nb7_notebook) out.notebook7 = await inNotebook7(page, params.nb7_notebook, params.label, log);
   return out;
 });
