@@ -7,14 +7,20 @@ sees, regenerate); the pipeline is :class:`~nbstream.widget.StreamingWidget`.
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import traitlets
 
+from . import transcript
 from .checks import check_prompt, check_system_prompt, check_title, short
 from .options import StreamOptions, Unpack, parse_options, with_options
+from .protocol import FINAL_STATUSES
 from .reply import Reply
-from .sources.base import Source
+from .sources.base import ChatMessage, Source
+from .transcript import StoredMessage, Transcript
 from .widget import StreamingWidget, UserTurn
 
 log = logging.getLogger("nbstream")
@@ -64,20 +70,60 @@ class ChatWidget(StreamingWidget):
         *,
         title: str = "",
         system_prompt: str | None = None,
+        messages: Sequence[Mapping[str, Any]] | None = None,
         **options: Unpack[StreamOptions],
     ) -> None:
         """A chat on ``source`` (None: the embedded default model).
 
         ``title`` is shown in the header; ``system_prompt`` is sent first to
-        the model with every question.
+        the model with every question. ``messages`` starts the chat from a
+        history: OpenAI-style ``[{"role": "user", "content": "..."}, ...]``
+        (what :meth:`to_messages` returns; a first ``system`` message sets the
+        system prompt; an assistant's dict may also carry ``reasoning`` and a
+        final ``status``), shown at once and seen by the model with the next
+        question.
         """
         opts = parse_options(ChatWidget.__init__, options)
         check_system_prompt(system_prompt, "ChatWidget")
         check_title(title, "ChatWidget")
+        history = transcript.from_messages(messages, "ChatWidget")
+        if history.system_prompt is not None:
+            if system_prompt is not None:
+                raise ValueError("ChatWidget(messages=...) starts with a 'system' message and "
+                                 "system_prompt=... is given too: give the system prompt once")
+            system_prompt = history.system_prompt
         source = resolve_source(source)
         super().__init__(title=title, options=opts, source_label=source.label, mode="chat")
         self.source = source
         self.system_prompt = system_prompt
+        if history.messages:
+            self._restore(history.branch(), source)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        source: Source | None = None,
+        *,
+        title: str | None = None,
+        system_prompt: str | None = None,
+        **options: Unpack[StreamOptions],
+    ) -> ChatWidget:
+        """A chat on ``source`` that starts from the conversation saved in ``path``
+        (by :meth:`save`): its messages with their statuses, its title and system
+        prompt (``title`` / ``system_prompt`` given here replace them). ``options``
+        are those of the constructor.
+
+        Raises :class:`~nbstream.transcript.ConversationFileError` (a
+        :class:`ValueError`) naming the file and the line or entry when the file
+        is malformed or of an unknown version.
+        """
+        saved = transcript.read(path)
+        chat = cls(source, title=saved.title if title is None else title,
+                   system_prompt=saved.system_prompt if system_prompt is None else system_prompt,
+                   **options)
+        chat._restore(saved.branch(), chat.source)
+        return chat
 
     # ------------------------------------------------------------- public API
     def send(self, text: str) -> Reply:
@@ -102,6 +148,44 @@ class ChatWidget(StreamingWidget):
                 out.append({"role": "assistant", "content": e.text, "id": e.id,
                             "status": e.status})
         return out
+
+    def to_messages(self, include_reasoning: bool = False) -> list[ChatMessage]:
+        """The conversation shown, OpenAI-style: ``[{"role", "content"}, ...]``, the
+        system prompt first (if any). Every message shown is there, an answer with no
+        text too. With ``include_reasoning``, a reply's reasoning comes first in its
+        content in ``<think>`` tags (as ``include_reasoning_in_history`` sends it to
+        the model); ``ChatWidget(source, messages=chat.to_messages(...))`` reads
+        either form back."""
+        out: list[ChatMessage] = []
+        if self.system_prompt:
+            out.append({"role": "system", "content": self.system_prompt})
+        with self._lock:
+            entries = list(self._history)
+        for e in entries:
+            if isinstance(e, UserTurn):
+                out.append({"role": "user", "content": e.text})
+            else:
+                out.append({"role": "assistant", "content": e.history_content(include_reasoning)})
+        return out
+
+    def to_markdown(self) -> str:
+        """The conversation shown, as Markdown: a ``## You`` / ``## Assistant`` heading
+        per message, then its text; a reply that did not end normally says so
+        (``*(stopped)*``). What the view's "Copy all" button copies."""
+        return transcript.conversation_markdown(
+            (m.role, m.content, m.status) for m in self._stored(live_as_stopped=False))
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the conversation to ``path`` as JSON (see :mod:`nbstream.transcript`
+        for the format): every message with its reasoning, status, finish reason and
+        error, the title and the system prompt. A reply still running is saved as it
+        stands, as ``stopped``. Returns the path. :meth:`load` reads it back."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"save(path) takes a file path (str or Path), got "
+                            f"{type(path).__name__} {short(path)}")
+        messages = tuple(self._stored(live_as_stopped=True))
+        return transcript.write(path, Transcript(
+            messages, messages[-1].id if messages else None, self.system_prompt, self.title))
 
     def regenerate(self) -> Reply | None:
         """Stop and drop the last answer, then ask its prompt again."""
@@ -145,6 +229,25 @@ class ChatWidget(StreamingWidget):
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
 
     # -------------------------------------------------------------- internals
+    def _stored(self, *, live_as_stopped: bool) -> list[StoredMessage]:
+        """The history as :class:`StoredMessage` s, each the parent of the next."""
+        with self._lock:
+            entries = list(self._history)
+        out: list[StoredMessage] = []
+        parent: str | None = None
+        for e in entries:
+            if isinstance(e, UserTurn):
+                m = StoredMessage(e.id, parent, "user", e.text)
+            else:
+                status, finish = e.status, e.finish_reason
+                if live_as_stopped and status not in FINAL_STATUSES:
+                    status, finish = "stopped", "cancelled"
+                m = StoredMessage(e.id, parent, "assistant", e.text, e.reasoning, status,
+                                  finish, e.reason if status in ("error", "timeout") else None)
+            out.append(m)
+            parent = m.id
+        return out
+
     def _ask(self, text: str) -> None:
         self.send(text)
 

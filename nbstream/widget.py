@@ -53,6 +53,7 @@ from .reply import Reply, run_reply
 from .runtime import widget_css, widget_esm, widget_runtime_ref
 from .sources.base import ChatMessage, Source
 from .stream import Body, Stream, body_runs
+from .transcript import StoredMessage
 
 log = logging.getLogger("nbstream")
 
@@ -86,7 +87,7 @@ def reply_meta(reply: Reply) -> MessageMeta:
     _, seq, status, error, detail = reply.stream.state()
     final = status in FINAL_STATUSES
     stats: dict[str, Any] = {}
-    if final:
+    if final and not reply.stream.restored:  # a restored message has no figures
         stats = {k: v for k, v in reply.stats.items() if k in VIEW_STATS}
     meta = MessageMeta(role="assistant", seq=seq, status=status, stats=stats)
     if error is not None:
@@ -111,7 +112,7 @@ def reply_state(reply: Reply) -> MessageState:
         text="".join(t for k, t in runs if k == "answer"),
         reasoning="".join(t for k, t in runs if k == "reasoning"),
         seq=seq, status=status, error=error, detail=detail,
-        stats=reply.stats if final else {})
+        stats=reply.stats if final and not reply.stream.restored else {})
     if final:
         state["finish_reason"] = reply.finish_reason
     if reply.pane is not None:
@@ -280,6 +281,34 @@ class StreamingWidget(anywidget.AnyWidget):
         self._history.append(reply)
         self._wire.known[reply.id] = reply
         return reply
+
+    def _restore(self, messages: Sequence[StoredMessage], source: Source) -> list[Entry]:
+        """Add ``messages`` (loaded from a file, or given as history) to the history as
+        finished messages, and send them to the views like any finished reply (their
+        metas and deltas, in one update). Returns the new entries."""
+        added: list[Entry] = []
+        with self._lock:
+            prompt = ""
+            for m in messages:
+                entry: Entry
+                if m.role == "user":
+                    entry = prompt_turn = UserTurn(self._new_id(), m.content)
+                    prompt = prompt_turn.text
+                else:
+                    stream = Stream.from_parts(
+                        self._new_id(), text=m.content, reasoning=m.reasoning, status=m.status,
+                        finish_reason=m.finish_reason, error=m.error, clock=self._pump.clock)
+                    entry = Reply(stream, source, (), prompt=prompt,
+                                  on_interrupt=_weak_call(self.stop))
+                self._history.append(entry)
+                self._wire.known[entry.id] = entry
+                added.append(entry)
+        for e in added:  # a reply's deltas go with its meta (as a resync from seq 0 does)
+            if isinstance(e, Reply):
+                self._pump.resync(self._channel, e.id, 0)
+            else:
+                self._pump.publish(self._channel, [e.id])
+        return added
 
     def _history_changed(self) -> None:
         """Entries left the history (Clear, Regenerate): tell the view (any thread)."""

@@ -140,6 +140,19 @@ export class MessageList {
     return this.nodes.get(id)?.entry ?? null;
   }
 
+  /** The messages as last painted, in the order shown (those not painted yet left out). */
+  entries(): Readonly<Entry>[] {
+    const out: Readonly<Entry>[] = [];
+    for (const el of this.list.children) {
+      const id = (el as HTMLElement).dataset.id;
+      const entry = id === undefined ? null : this.entry(id);
+      if (entry !== null) {
+        out.push(entry);
+      }
+    }
+    return out;
+  }
+
   /** The status label shown for message `id` ("" if none, or not shown here). */
   label(id: string): string {
     return this.nodes.get(id)?.shownLabel ?? "";

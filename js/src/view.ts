@@ -6,7 +6,8 @@
  *     div.nbs-header            span.nbs-title, span.nbs-source (hidden when both empty)
  *     div.nbs-scroll            the messages (messages.ts)
  *     div.nbs-form              textarea.nbs-input, button.nbs-send, .nbs-stop,
- *                               .nbs-regenerate, .nbs-clear
+ *                               .nbs-regenerate, .nbs-clear, .nbs-copy-all (the
+ *                               conversation shown, as Markdown: transcript.ts)
  *     div.nbs-live              polite live region: status changes, never tokens
  *
  *   div.nbs-chat.nbs-mode-stream[data-mode=stream]    one live answer under a cell
@@ -32,6 +33,7 @@ import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { PaneInfo } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
+import { conversationMarkdown } from "./transcript";
 
 export type { MarkdownMode } from "./messages";
 
@@ -297,7 +299,8 @@ export abstract class BaseView implements WidgetView {
     }
   }
 
-  private copy(button: HTMLButtonElement, text: string): void {
+  /** Copies `text`, and says "Copied" (or "Copy failed") on `button` for a moment. */
+  protected copy(button: HTMLButtonElement, text: string): void {
     const label = button.getAttribute("aria-label") ?? "";
     const shown = button.textContent ?? "";
     void copyText(this.doc, text).then((ok) => {
@@ -350,6 +353,7 @@ export class ChatView extends BaseView {
   private readonly stopButton: HTMLButtonElement;
   private readonly regenerateButton: HTMLButtonElement | null = null;
   private readonly clearButton: HTMLButtonElement | null = null;
+  private readonly copyAllButton: HTMLButtonElement | null = null;
 
   constructor(
     doc: Document,
@@ -386,12 +390,15 @@ export class ChatView extends BaseView {
     regenerate.disabled = true;
     const clear = this.button("nbs-clear", "Clear", "Clear the conversation");
     clear.disabled = true;
-    buttons.append(send, this.stopButton, regenerate, clear);
+    const copyAll = this.button("nbs-copy-all", "Copy all", "Copy the conversation as Markdown");
+    copyAll.disabled = true;
+    buttons.append(send, this.stopButton, regenerate, clear, copyAll);
     form.append(input, buttons);
     this.input = input;
     this.sendButton = send;
     this.regenerateButton = regenerate;
     this.clearButton = clear;
+    this.copyAllButton = copyAll;
 
     this.root.append(this.header, this.messages.el, form, this.live);
 
@@ -401,6 +408,11 @@ export class ChatView extends BaseView {
     this.stopButton.addEventListener("click", () => this.actions.stop(), opts);
     regenerate.addEventListener("click", () => this.regenerate(), opts);
     clear.addEventListener("click", () => this.clear(), opts);
+    copyAll.addEventListener(
+      "click",
+      () => this.copy(copyAll, conversationMarkdown(this.messages.entries())),
+      opts,
+    );
   }
 
   override setPlaceholder(placeholder: string): void {
@@ -431,6 +443,9 @@ export class ChatView extends BaseView {
     }
     if (this.clearButton !== null) {
       this.setDisabled(this.clearButton, summary.empty);
+    }
+    if (this.copyAllButton !== null) {
+      this.setDisabled(this.copyAllButton, summary.empty);
     }
     this.messages.settle();
   }

@@ -1,0 +1,73 @@
+"""Browser test of a chat started from a history, in real JupyterLab (headless Chromium):
+``ChatWidget(source, messages=[...])`` shows every message at once with its status
+and reasoning, never as live; "Copy all" gives ``chat.to_markdown()``; a question
+asked in the view follows the loaded messages (tests/browser/conversation.mjs;
+screenshot test-artifacts/test_loaded_conversation_renders_and_copies-widget.png).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import JupyterLab, RunScenario
+
+from nbstream import ChatWidget
+from nbstream.sources import ScriptedSource
+
+pytestmark = pytest.mark.browser
+
+ANSWER = (
+    "Here is a **table** and some code:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+    "```python\nprint('hello')\n```\n"
+)
+HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "Show me a table"},
+    {"role": "assistant", "content": ANSWER, "reasoning": "A small table will do."},
+    {"role": "user", "content": "And a long story?"},
+    {"role": "assistant", "content": "Once upon a", "status": "stopped"},
+    {"role": "user", "content": "Try again"},
+    {"role": "assistant", "content": "", "status": "error", "error": "RuntimeError: down"},
+]
+FOLLOW_UP = "Thanks!"
+REPLY = "You are welcome."
+
+
+def test_loaded_conversation_renders_and_copies(
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str
+) -> None:
+    path = jupyterlab.write_notebook(
+        notebook_name,
+        [
+            "from nbstream import ChatWidget\n"
+            "from nbstream.sources import ScriptedSource\n"
+            f"chat = ChatWidget(ScriptedSource({REPLY!r}, rate=200), title='loaded',\n"
+            f"                  messages={HISTORY!r})\n"
+            "chat",
+        ],
+    )
+    r = run_scenario("conversation", timeout=240, notebook=path, count=len(HISTORY),
+                     question=FOLLOW_UP)
+    loaded = r["loaded"]
+    assert [(m["id"], m["role"], m["status"]) for m in loaded] == [
+        ("m1", "user", "done"), ("m2", "assistant", "done"),
+        ("m3", "user", "done"), ("m4", "assistant", "stopped"),
+        ("m5", "user", "done"), ("m6", "assistant", "error"),
+    ]
+    assert "print('hello')" in loaded[1]["text"] and loaded[1]["reasoning"] is True
+    assert loaded[3]["text"].strip() == "Once upon a" and loaded[3]["label"].startswith("stopped")
+    assert loaded[5]["label"] == "error: RuntimeError: down"
+    # shown as they are: no loaded message was ever queued or running in the view
+    assert {i: s for i, s in r["statuses"].items()} == {
+        m["id"]: [m["status"]] for m in loaded}, r["statuses"]
+
+    # Copy all == to_markdown() of the same chat (built here, in this process)
+    here = ChatWidget(ScriptedSource(REPLY), messages=HISTORY)
+    assert r["copied"] == here.to_markdown(), r["copied"]
+    assert here.send(FOLLOW_UP).wait(30) == REPLY
+    assert r["copied_after"] == here.to_markdown(), r["copied_after"]
+    here.close()
+    assert [(m["id"], m["status"]) for m in r["after"][-2:]] == [("m7", "done"), ("m8", "done")]
+    shot = Path(r["screenshot_widget"])
+    assert shot.is_file() and shot.stat().st_size > 5_000, shot
