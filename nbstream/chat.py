@@ -21,7 +21,7 @@ from .protocol import FINAL_STATUSES
 from .reply import Reply
 from .sources.base import ChatMessage, Source
 from .transcript import StoredMessage, Transcript
-from .widget import StreamingWidget, UserTurn
+from .widget import MAX_VIEW_TEXT, BadViewMessage, StreamingWidget, UserTurn
 
 log = logging.getLogger("nbstream")
 
@@ -97,7 +97,7 @@ class ChatWidget(StreamingWidget):
         self.source = source
         self.system_prompt = system_prompt
         if history.messages:
-            self._restore(history.branch(), source)
+            self._restore(history.messages, source)
 
     @classmethod
     def load(
@@ -122,7 +122,7 @@ class ChatWidget(StreamingWidget):
         chat = cls(source, title=saved.title if title is None else title,
                    system_prompt=saved.system_prompt if system_prompt is None else system_prompt,
                    **options)
-        chat._restore(saved.branch(), chat.source)
+        chat._restore(saved.messages, chat.source, saved.current)
         return chat
 
     # ------------------------------------------------------------- public API
@@ -137,9 +137,10 @@ class ChatWidget(StreamingWidget):
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        """The conversation: ``[{"role", "content", "id", "status"}, ...]`` (a copy)."""
+        """The conversation shown (the branch in view): ``[{"role", "content", "id",
+        "status"}, ...]`` (a copy). :attr:`tree` has every branch."""
         with self._lock:
-            entries = list(self._history)
+            entries = self._history()
         out: list[dict[str, Any]] = []
         for e in entries:
             if isinstance(e, UserTurn):
@@ -160,7 +161,7 @@ class ChatWidget(StreamingWidget):
         if self.system_prompt:
             out.append({"role": "system", "content": self.system_prompt})
         with self._lock:
-            entries = list(self._history)
+            entries = self._history()
         for e in entries:
             if isinstance(e, UserTurn):
                 out.append({"role": "user", "content": e.text})
@@ -173,7 +174,7 @@ class ChatWidget(StreamingWidget):
         per message, then its text; a reply that did not end normally says so
         (``*(stopped)*``). What the view's "Copy all" button copies."""
         return transcript.conversation_markdown(
-            (m.role, m.content, m.status) for m in self._stored(live_as_stopped=False))
+            (m.role, m.content, m.status) for m in self.tree.branch())
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the conversation to ``path`` as JSON (see :mod:`nbstream.transcript`
@@ -183,24 +184,59 @@ class ChatWidget(StreamingWidget):
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"save(path) takes a file path (str or Path), got "
                             f"{type(path).__name__} {short(path)}")
-        messages = tuple(self._stored(live_as_stopped=True))
-        return transcript.write(path, Transcript(
-            messages, messages[-1].id if messages else None, self.system_prompt, self.title))
+        return transcript.write(path, self._transcript(live_as_stopped=True))
+
+    @property
+    def tree(self) -> Transcript:
+        """Every message of every branch (each with its ``parent``; messages with the
+        same parent are alternatives: edited questions, regenerated answers), and
+        ``current``, the last message of the branch shown: what :meth:`save` writes.
+        ``tree.branch()`` is the branch shown."""
+        return self._transcript(live_as_stopped=False)
 
     def regenerate(self) -> Reply | None:
-        """Stop and drop the last answer, then ask its prompt again."""
+        """Ask the last answer's prompt again. The new answer is an alternative to the
+        old one, which stays (the view shows ``< 2 / 2 >`` to switch); a last answer
+        still running is stopped first."""
         with self._lock:
-            idx = next((i for i in range(len(self._history) - 1, -1, -1)
-                        if isinstance(self._history[i], Reply)), None)
-            if idx is None:
+            last = next((e for e in reversed(self._history()) if isinstance(e, Reply)), None)
+            if last is None:
                 return None
-            last = self._history[idx]
-            assert isinstance(last, Reply)
             last.cancel()
-            del self._history[idx]
-            if idx > 0 and isinstance(self._history[idx - 1], UserTurn):
-                del self._history[idx - 1]
-        return self.send(last.prompt)
+            reply = self._new_reply(self.source, last.prompt, parent=last.parent)
+        self._launch(reply)
+        return reply
+
+    def edit(self, index: int, text: str) -> Reply:
+        """Ask ``text`` in place of the user message ``messages[index]``: a new
+        branch from that point (the old question and what followed it stay, as an
+        alternative the view offers to switch back to), answered at once. A reply
+        still streaming in the old branch goes on. Returns the new :class:`Reply`."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"edit(index, text): index must be an int (a position in "
+                            f"chat.messages), got {type(index).__name__} {short(index)}")
+        check_prompt(text, "edit")
+        with self._lock:
+            shown = self._history()
+            if not -len(shown) <= index < len(shown):
+                raise IndexError(f"edit(index={index}): the chat shows {len(shown)} messages")
+            target = shown[index]
+            if not isinstance(target, UserTurn):
+                raise ValueError(f"edit(index={index}): message {target.id} is an answer; "
+                                 "only a question (a user message) can be edited")
+            return self._edit(target, text)
+
+    def switch_to(self, id: str) -> list[dict[str, Any]]:
+        """Show the branch through message ``id`` (one of the alternatives at its place:
+        below it, the messages shown when it was last in view). Returns
+        :attr:`messages`."""
+        with self._lock:
+            if not isinstance(id, str) or id not in self._branches:
+                raise ValueError(f"switch_to(id={id!r}): no such message; the ids are in "
+                                 "chat.tree")
+            self._wire.current = self._branches.show(id)
+        self._pump.publish(self._channel, [id])  # (a meta: what wakes the pump)
+        return self.messages
 
     #: what :meth:`continue_` asks, as a user turn after the cut answer
     CONTINUE_PROMPT = "Continue exactly where your last answer was cut off."
@@ -225,28 +261,34 @@ class ChatWidget(StreamingWidget):
 
     def __repr__(self) -> str:
         with self._lock:
-            n = len(self._history)
+            n = len(self._history())
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
 
     # -------------------------------------------------------------- internals
-    def _stored(self, *, live_as_stopped: bool) -> list[StoredMessage]:
-        """The history as :class:`StoredMessage` s, each the parent of the next."""
+    def _edit(self, target: UserTurn, text: str) -> Reply:
+        # caller holds _lock: a new question beside ``target``, and its answer
+        self._new_turn(text, parent=target.parent)
+        reply = self._new_reply(self.source, text)
+        self._launch(reply)
+        return reply
+
+    def _transcript(self, *, live_as_stopped: bool) -> Transcript:
+        """Every message (each parent before its children) and the branch shown."""
         with self._lock:
-            entries = list(self._history)
+            entries = list(self._all)
+            current = self._branches.current
         out: list[StoredMessage] = []
-        parent: str | None = None
         for e in entries:
             if isinstance(e, UserTurn):
-                m = StoredMessage(e.id, parent, "user", e.text)
+                m = StoredMessage(e.id, e.parent, "user", e.text)
             else:
                 status, finish = e.status, e.finish_reason
                 if live_as_stopped and status not in FINAL_STATUSES:
                     status, finish = "stopped", "cancelled"
-                m = StoredMessage(e.id, parent, "assistant", e.text, e.reasoning, status,
+                m = StoredMessage(e.id, e.parent, "assistant", e.text, e.reasoning, status,
                                   finish, e.reason if status in ("error", "timeout") else None)
             out.append(m)
-            parent = m.id
-        return out
+        return Transcript(tuple(out), current, self.system_prompt, self.title)
 
     def _ask(self, text: str) -> None:
         self.send(text)
@@ -254,6 +296,24 @@ class ChatWidget(StreamingWidget):
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
         if kind == "regenerate":
             self.regenerate()
+            return True
+        if kind == "switch":
+            mid = content.get("id")
+            with self._lock:
+                known = isinstance(mid, str) and mid in self._branches
+            if not known:
+                raise BadViewMessage("switch to an unknown id")
+            self.switch_to(str(mid))
+            return True
+        if kind == "edit":
+            mid, text = content.get("id"), content.get("text")
+            if not isinstance(text, str) or not text.strip() or len(text) > MAX_VIEW_TEXT:
+                raise BadViewMessage("edit without a usable text")
+            with self._lock:
+                target = self._wire.known.get(mid) if isinstance(mid, str) else None
+                if not isinstance(target, UserTurn):
+                    raise BadViewMessage("edit of an unknown or non-user message")
+                self._edit(target, text)
             return True
         if kind == "continue":
             rid = content.get("id")

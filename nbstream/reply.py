@@ -66,6 +66,8 @@ class Reply:
         self._messages = messages
         #: which pane of a Compare widget shows it (None elsewhere)
         self.pane: int | None = None
+        #: the message it follows in its widget's conversation (its prompt, usually)
+        self.parent: str | None = None
         self._outcome: Outcome | None = None
 
     def _resolve_messages(self) -> list[ChatMessage]:

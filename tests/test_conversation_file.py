@@ -66,7 +66,7 @@ def recorder(answer: str = "ok") -> tuple[IteratorSource, list[list[ChatMessage]
 
 def shown(chat: ChatWidget) -> list[tuple[str, str, str, str]]:
     """(role, content, reasoning, status) of each message shown."""
-    return [(m.role, m.content, m.reasoning, m.status) for m in chat._stored(live_as_stopped=False)]
+    return [(m.role, m.content, m.reasoning, m.status) for m in chat.tree.branch()]
 
 
 @pytest.fixture

@@ -14,8 +14,8 @@
  *   keeps every key, so a saved notebook holds the whole conversation; a view
  *   reads the keys from the model (keys.ts), whatever order they came in.
  * - View -> kernel, custom messages: {@link SendMsg}, {@link StopMsg},
- *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg} (user
- *   commands), {@link HelloMsg} when a view renders, {@link ResyncMsg} when
+ *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg}, {@link SwitchMsg},
+ *   {@link EditMsg} (user commands), {@link HelloMsg} when a view renders, {@link ResyncMsg} when
  *   `live` or a final meta names deltas the model lacks, {@link AckMsg} after
  *   the frame that rendered a delta.
  * - Older kernels: a `conversation` list trait of whole messages and `delta`
@@ -68,6 +68,8 @@ export interface MessageMeta {
   text?: string;
   /** why a finished reply ended; null: the stream ended with no end marker; absent: live */
   finish_reason?: string | null;
+  /** the message this one follows (null: a first one); absent in older states */
+  parent?: string | null;
 }
 
 /** One message as the view holds it. */
@@ -91,6 +93,8 @@ export interface MessageState {
   pane?: number;
   /** why a finished reply ended (see {@link MessageMeta}) */
   finish_reason?: string | null;
+  /** the message this one follows (null: a first one); absent in older states */
+  parent?: string | null;
 }
 
 /** One delta to apply: what the `m<i>.<s>` key (or an older kernel's message) carries. */
@@ -133,6 +137,19 @@ export interface ContinueMsg {
   id: string;
 }
 
+/** View -> kernel: show the branch through message `id` (an alternative at its place). */
+export interface SwitchMsg {
+  kind: "switch";
+  id: string;
+}
+
+/** View -> kernel: ask `text` in place of the user message `id` (a new alternative). */
+export interface EditMsg {
+  kind: "edit";
+  id: string;
+  text: string;
+}
+
 /** View -> kernel: a view was rendered; bring it up to date. */
 export interface HelloMsg {
   kind: "hello";
@@ -159,6 +176,8 @@ export type ViewMsg =
   | RegenerateMsg
   | ClearMsg
   | ContinueMsg
+  | SwitchMsg
+  | EditMsg
   | HelloMsg
   | ResyncMsg
   | AckMsg;
@@ -169,6 +188,8 @@ export const STATE_TRAIT = "conversation";
 export const LAST_ID_KEY = "last_id";
 export const LIVE_KEY = "live";
 export const REMOVED_KEY = "removed";
+/** The last message of the branch shown (absent in older states: every message shows). */
+export const CURRENT_KEY = "current";
 
 /** The state key of message number `n`. */
 export function metaKey(n: number): string {
@@ -197,6 +218,7 @@ export interface ChatTraits {
   [LAST_ID_KEY]: number;
   [LIVE_KEY]: Record<string, number>;
   [REMOVED_KEY]: number;
+  [CURRENT_KEY]: string | null;
   mode: string;
   title: string;
   placeholder: string;
@@ -273,6 +295,9 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
   if (x.finish_reason === null || typeof x.finish_reason === "string") {
     meta.finish_reason = x.finish_reason;
   }
+  if (x.parent === null || typeof x.parent === "string") {
+    meta.parent = x.parent;
+  }
   return meta;
 }
 
@@ -318,6 +343,9 @@ export function toMessageState(x: unknown): MessageState | null {
   }
   if (x.finish_reason === null || typeof x.finish_reason === "string") {
     state.finish_reason = x.finish_reason;
+  }
+  if (x.parent === null || typeof x.parent === "string") {
+    state.parent = x.parent;
   }
   return state;
 }

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  CURRENT_KEY,
   deltaKey,
   FINAL_STATUSES,
   LAST_ID_KEY,
@@ -38,6 +39,7 @@ describe("protocol mirrors protocol.py", () => {
       ["LAST_ID_KEY", LAST_ID_KEY],
       ["LIVE_KEY", LIVE_KEY],
       ["REMOVED_KEY", REMOVED_KEY],
+      ["CURRENT_KEY", CURRENT_KEY],
     ]) {
       expect(py).toMatch(new RegExp(`^${name} = "${key}"$`, "m"));
     }
@@ -62,9 +64,10 @@ describe("protocol mirrors protocol.py", () => {
       finish_reason: null,
       error: "e",
       detail: "d",
+      parent: null,
     });
     expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
-      ["detail", "error", "finish_reason", "pane", "text"].filter((k) => k in (full as object)),
+      ["detail", "error", "finish_reason", "pane", "parent", "text"].filter((k) => k in (full as object)),
     );
   });
 
@@ -88,10 +91,10 @@ describe("protocol mirrors protocol.py", () => {
     const required = Object.keys(toMessageState({ id: "x" }) as MessageState);
     expect(fields(/^class MessageState\(/m)).toEqual(required.sort());
     const optional = Object.keys(
-      toMessageState({ id: "x", pane: 1, finish_reason: "stop" }) as MessageState,
+      toMessageState({ id: "x", pane: 1, finish_reason: "stop", parent: "m1" }) as MessageState,
     ).filter((k) => !required.includes(k));
     expect(fields(/^class MessageStateExtras\(TypedDict, total=False\)/m)).toEqual(optional.sort());
-    expect(optional.sort()).toEqual(["finish_reason", "pane"]);
+    expect(optional.sort()).toEqual(["finish_reason", "pane", "parent"]);
   });
 
   it("StopMsg fields", () => {
@@ -108,6 +111,8 @@ describe("protocol mirrors protocol.py", () => {
       regenerate: true,
       clear: true,
       continue: true,
+      switch: true,
+      edit: true,
       hello: true,
       resync: true,
       ack: true,
