@@ -28,7 +28,8 @@
  * at construction; the view sends nothing itself. Runs on the browser's main
  * thread only.
  */
-import type { Changes, MessageChange } from "./buffer";
+import type { Siblings } from "./branches";
+import type { Changes, Entry, MessageChange } from "./buffer";
 import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { PaneInfo } from "./protocol";
@@ -48,6 +49,10 @@ export interface ViewActions {
   clear(): void;
   /** chat: ask the model to go on from reply `id` (cut at the token limit) */
   continueReply(id: string): void;
+  /** chat: show the branch through message `id` (an alternative at its place) */
+  switchTo(id: string): void;
+  /** chat: ask `text` in place of the question `id` (a new branch) */
+  edit(id: string, text: string): void;
 }
 
 /** The conversation as the buttons see it. */
@@ -84,6 +89,8 @@ export interface WidgetView {
   setSourceLabel(label: string): void;
   setPlaceholder(placeholder: string): void;
   setPanes(panes: readonly PaneInfo[]): void;
+  /** chat: each shown message's place among its alternatives (set before a paint) */
+  setSiblings(siblings: ReadonlyMap<string, Siblings>): void;
   /** Removes the view's DOM listeners, timers and pending highlighting. */
   dispose(): void;
   /** Highlights the queued code blocks now (tests). */
@@ -176,6 +183,11 @@ export abstract class BaseView implements WidgetView {
 
   setPanes(_panes: readonly PaneInfo[]): void {}
 
+  setSiblings(_siblings: ReadonlyMap<string, Siblings>): void {}
+
+  /** chat: the user asked to edit the question `id` */
+  protected startEdit(_id: string): void {}
+
   dispose(): void {
     this.listeners.abort();
     this.highlighter?.dispose();
@@ -190,9 +202,10 @@ export abstract class BaseView implements WidgetView {
     this.highlighter?.flush();
   }
 
-  protected newList(label: string, canContinue = false): MessageList {
+  protected newList(label: string, canContinue = false, canEdit = false): MessageList {
     const list = new MessageList(this.doc, {
       canContinue,
+      canEdit,
       highlighter: this.highlighter,
       markdown: this.options.markdown ?? "incremental",
       onChars: this.options.onChars,
@@ -287,6 +300,19 @@ export abstract class BaseView implements WidgetView {
         id === undefined ? null : this.lists.find((l) => l.el.contains(button))?.entry(id);
       const reasoning = button.classList.contains("nbs-copy-reasoning");
       this.copy(button, (reasoning ? entry?.reasoning : entry?.text) ?? "");
+    } else if (
+      button.classList.contains("nbs-branch-prev") ||
+      button.classList.contains("nbs-branch-next")
+    ) {
+      const target = button.dataset.target;
+      if (target) {
+        this.actions.switchTo(target);
+      }
+    } else if (button.classList.contains("nbs-edit")) {
+      const id = button.closest<HTMLElement>(".nbs-message")?.dataset.id;
+      if (id !== undefined) {
+        this.startEdit(id);
+      }
     } else if (button.classList.contains("nbs-continue")) {
       const id = button.closest<HTMLElement>(".nbs-message")?.dataset.id;
       if (id !== undefined) {
@@ -354,16 +380,23 @@ export class ChatView extends BaseView {
   private readonly regenerateButton: HTMLButtonElement | null = null;
   private readonly clearButton: HTMLButtonElement | null = null;
   private readonly copyAllButton: HTMLButtonElement | null = null;
+  /** "Editing a question · Cancel", shown while the input box holds an edit */
+  private readonly editing: HTMLElement | null = null;
+  /** the question being edited (Send asks the new text in its place) */
+  private editId: string | null = null;
+  private siblings: ReadonlyMap<string, Siblings> = new Map();
 
   constructor(
     doc: Document,
     actions: ViewActions,
     options: ViewOptions,
     layout: "chat" | "stream" = "chat",
+    /** the messages held, to paint one that comes into view (another branch) */
+    private readonly lookup: (id: string) => Readonly<Entry> | undefined = () => undefined,
   ) {
     super(doc, actions, options, layout);
     this.stream = layout === "stream";
-    this.messages = this.stream ? this.newList("Answer") : this.newList("Conversation", true);
+    this.messages = this.stream ? this.newList("Answer") : this.newList("Conversation", true, true);
     const opts = { signal: this.listeners.signal };
 
     if (this.stream) {
@@ -393,7 +426,14 @@ export class ChatView extends BaseView {
     const copyAll = this.button("nbs-copy-all", "Copy all", "Copy the conversation as Markdown");
     copyAll.disabled = true;
     buttons.append(send, this.stopButton, regenerate, clear, copyAll);
-    form.append(input, buttons);
+    const editing = this.make("div", "nbs-editing");
+    editing.hidden = true;
+    const editingText = this.make("span", "nbs-editing-text");
+    editingText.textContent = "Editing a question: Send asks it as a new branch";
+    const cancelEdit = this.button("nbs-edit-cancel", "Cancel", "Cancel the edit");
+    editing.append(editingText, cancelEdit);
+    form.append(editing, input, buttons);
+    this.editing = editing;
     this.input = input;
     this.sendButton = send;
     this.regenerateButton = regenerate;
@@ -408,6 +448,7 @@ export class ChatView extends BaseView {
     this.stopButton.addEventListener("click", () => this.actions.stop(), opts);
     regenerate.addEventListener("click", () => this.regenerate(), opts);
     clear.addEventListener("click", () => this.clear(), opts);
+    cancelEdit.addEventListener("click", () => this.stopEditing(true), opts);
     copyAll.addEventListener(
       "click",
       () => this.copy(copyAll, conversationMarkdown(this.messages.entries())),
@@ -421,6 +462,10 @@ export class ChatView extends BaseView {
     }
   }
 
+  override setSiblings(siblings: ReadonlyMap<string, Siblings>): void {
+    this.siblings = siblings;
+  }
+
   paint(changes: Changes, summary: Summary, now: number, announce = true): void {
     if (changes.order !== null) {
       this.messages.reconcile(changes.order);
@@ -428,6 +473,19 @@ export class ChatView extends BaseView {
     let announcement = "";
     for (const change of changes.messages) {
       announcement = this.paintChange(change, now) ?? announcement;
+    }
+    // a message that came into view (another branch shown) is painted whole
+    for (const id of this.messages.unpainted()) {
+      const entry = this.lookup(id);
+      if (entry !== undefined) {
+        this.paintChange(
+          { entry, replaced: true, appended: "", reasoningAppended: "", meta: true },
+          now,
+        );
+      }
+    }
+    if (changes.order !== null) {
+      this.messages.setSiblings(this.siblings);
     }
     if (announce) {
       this.announce(announcement);
@@ -463,6 +521,30 @@ export class ChatView extends BaseView {
     }
   }
 
+  protected override startEdit(id: string): void {
+    const entry = this.lookup(id);
+    if (this.input === null || this.editing === null || entry === undefined) {
+      return;
+    }
+    this.editId = id;
+    this.input.value = entry.text;
+    this.editing.hidden = false;
+    this.updateSend();
+    this.input.focus();
+  }
+
+  /** Leaves edit mode; `clear`: empty the input box too (Cancel). */
+  private stopEditing(clear: boolean): void {
+    this.editId = null;
+    if (this.editing !== null) {
+      this.editing.hidden = true;
+    }
+    if (clear && this.input !== null) {
+      this.input.value = "";
+      this.updateSend();
+    }
+  }
+
   private submit(): void {
     if (this.input === null) {
       return;
@@ -471,7 +553,12 @@ export class ChatView extends BaseView {
     if (text === "") {
       return;
     }
-    this.actions.send(text);
+    if (this.editId !== null) {
+      this.actions.edit(this.editId, text);
+      this.stopEditing(false);
+    } else {
+      this.actions.send(text);
+    }
     this.input.value = "";
     this.updateSend();
     this.messages.follow(); // the next paint shows the new message at the bottom

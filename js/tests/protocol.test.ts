@@ -67,7 +67,9 @@ describe("protocol mirrors protocol.py", () => {
       parent: null,
     });
     expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
-      ["detail", "error", "finish_reason", "pane", "parent", "text"].filter((k) => k in (full as object)),
+      ["detail", "error", "finish_reason", "pane", "parent", "text"].filter(
+        (k) => k in (full as object),
+      ),
     );
   });
 
