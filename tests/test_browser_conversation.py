@@ -71,3 +71,44 @@ def test_loaded_conversation_renders_and_copies(
     assert [(m["id"], m["status"]) for m in r["after"][-2:]] == [("m7", "done"), ("m8", "done")]
     shot = Path(r["screenshot_widget"])
     assert shot.is_file() and shot.stat().st_size > 5_000, shot
+
+
+def test_edit_and_branches_in_the_view(
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str
+) -> None:
+    path = jupyterlab.write_notebook(
+        notebook_name,
+        [
+            "import itertools\n"
+            "from nbstream import ChatWidget\n"
+            "from nbstream.sources import IteratorSource\n"
+            "count = itertools.count(1)\n"
+            "def answer(messages):\n"
+            "    yield f\"answer {next(count)} to {messages[-1]['content']}\"\n"
+            "chat = ChatWidget(IteratorSource(answer), title='branches')\n"
+            "chat.send('first question').wait(30)\n"
+            "chat",
+        ],
+    )
+    r = run_scenario("branches", timeout=240, notebook=path)
+    s = r["steps"]
+
+    def brief(step: str) -> list[tuple[str, str, str | None]]:
+        return [(m["id"], m["text"], m["pos"]) for m in s[step]]
+
+    assert brief("asked") == [("m1", "first question", None),
+                              ("m2", "answer 1 to first question", None)]
+    # Regenerate keeps the first answer as an alternative
+    assert brief("regenerated") == [("m1", "first question", None),
+                                    ("m3", "answer 2 to first question", "2 / 2")]
+    assert brief("back") == [("m1", "first question", None),
+                             ("m2", "answer 1 to first question", "1 / 2")]
+    # Edit: the question in the input box, then a new branch from the question
+    assert s["input_on_edit"] == "first question"
+    assert brief("edited") == [("m4", "edited question", "2 / 2"),
+                               ("m5", "answer 3 to edited question", None)]
+    # and back to the original question, with the answer last shown below it
+    assert brief("original") == [("m1", "first question", "1 / 2"),
+                                 ("m2", "answer 1 to first question", "1 / 2")]
+    shot = Path(r["screenshot_widget"])
+    assert shot.is_file() and shot.stat().st_size > 5_000, shot
