@@ -10,12 +10,13 @@ import logging
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import traitlets
 
 from . import transcript
 from .checks import check_prompt, check_system_prompt, check_title, short
+from .generation import GenerationOptions, check_generation
 from .options import StreamOptions, Unpack, parse_options, with_options
 from .protocol import FINAL_STATUSES
 from .reply import Reply
@@ -70,13 +71,17 @@ class ChatWidget(StreamingWidget):
         *,
         title: str = "",
         system_prompt: str | None = None,
+        generation: GenerationOptions | None = None,
         messages: Sequence[Mapping[str, Any]] | None = None,
         **options: Unpack[StreamOptions],
     ) -> None:
         """A chat on ``source`` (None: the embedded default model).
 
         ``title`` is shown in the header; ``system_prompt`` is sent first to
-        the model with every question. ``messages`` starts the chat from a
+        the model with every question (shown at the top of the chat, where it
+        can be edited; see :attr:`system_prompt`). ``generation``: options of
+        each reply, such as ``{"temperature": 0.2, "max_new_tokens": 200}``
+        (see :attr:`generation`). ``messages`` starts the chat from a
         history: OpenAI-style ``[{"role": "user", "content": "..."}, ...]``
         (what :meth:`to_messages` returns; a first ``system`` message sets the
         system prompt; an assistant's dict may also carry ``reasoning`` and a
@@ -96,6 +101,7 @@ class ChatWidget(StreamingWidget):
         super().__init__(title=title, options=opts, source_label=source.label, mode="chat")
         self.source = source
         self.system_prompt = system_prompt
+        self.generation = generation
         if history.messages:
             self._restore(history.messages, source)
 
@@ -107,12 +113,13 @@ class ChatWidget(StreamingWidget):
         *,
         title: str | None = None,
         system_prompt: str | None = None,
+        generation: GenerationOptions | None = None,
         **options: Unpack[StreamOptions],
     ) -> ChatWidget:
         """A chat on ``source`` that starts from the conversation saved in ``path``
         (by :meth:`save`): its messages with their statuses, its title and system
-        prompt (``title`` / ``system_prompt`` given here replace them). ``options``
-        are those of the constructor.
+        prompt (``title`` / ``system_prompt`` given here replace them).
+        ``generation`` and ``options`` are those of the constructor.
 
         Raises :class:`~nbstream.transcript.ConversationFileError` (a
         :class:`ValueError`) naming the file and the line or entry when the file
@@ -121,11 +128,35 @@ class ChatWidget(StreamingWidget):
         saved = transcript.read(path)
         chat = cls(source, title=saved.title if title is None else title,
                    system_prompt=saved.system_prompt if system_prompt is None else system_prompt,
-                   **options)
+                   generation=generation, **options)
         chat._restore(saved.messages, chat.source, saved.current)
         return chat
 
     # ------------------------------------------------------------- public API
+    # ``system_prompt`` (a synced trait of StreamingWidget): setting it, from
+    # Python or in the view, applies to the next question; a reply already
+    # asked keeps the system prompt it was asked with.
+
+    @property
+    def generation(self) -> GenerationOptions:
+        """The generation options each new reply is asked with (a copy):
+        ``temperature`` (0: greedy), ``top_p``, ``max_new_tokens`` (also spelled
+        ``max_tokens``) and ``stop``, for sources that take them
+        (``TransformersSource``, ``OpenAISource``), over the source's own settings.
+
+        Set it to a dict (or None: the source's own settings); the names and
+        values are checked at once (a clear error names the key). It applies to
+        the next question; each reply keeps its own (``reply.generation``), and
+        its status line shows the options in force on hover (``reply.options``).
+        """
+        return cast(GenerationOptions, dict(self._generation))
+
+    @generation.setter
+    def generation(self, value: GenerationOptions | None) -> None:
+        self._generation = check_generation(
+            value, "ChatWidget.generation", label=self.source.label,
+            supported=self.source.generation_options)
+
     def send(self, text: str) -> Reply:
         """Ask ``text``; returns a :class:`Reply` at once (generation runs on a worker)."""
         check_prompt(text)
@@ -314,6 +345,14 @@ class ChatWidget(StreamingWidget):
                 if not isinstance(target, UserTurn):
                     raise BadViewMessage("edit of an unknown or non-user message")
                 self._edit(target, text)
+            return True
+        if kind == "system_prompt":  # an edit in the view
+            text = content.get("text")
+            if not isinstance(text, str):
+                raise BadViewMessage("system_prompt without a str text")
+            if len(text) > MAX_VIEW_TEXT:
+                raise BadViewMessage(f"system_prompt of more than {MAX_VIEW_TEXT} characters")
+            self.system_prompt = text if text.strip() else None
             return True
         if kind == "continue":
             rid = content.get("id")

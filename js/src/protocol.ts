@@ -14,8 +14,9 @@
  *   keeps every key, so a saved notebook holds the whole conversation; a view
  *   reads the keys from the model (keys.ts), whatever order they came in.
  * - View -> kernel, custom messages: {@link SendMsg}, {@link StopMsg},
- *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg}, {@link SwitchMsg},
- *   {@link EditMsg} (user commands), {@link HelloMsg} when a view renders, {@link ResyncMsg} when
+ *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg},
+ *   {@link SystemPromptMsg}, {@link SwitchMsg}, {@link EditMsg} (user commands),
+ *   {@link HelloMsg} when a view renders, {@link ResyncMsg} when
  *   `live` or a final meta names deltas the model lacks, {@link AckMsg} after
  *   the frame that rendered a delta.
  * - Older kernels: a `conversation` list trait of whole messages and `delta`
@@ -52,6 +53,14 @@ export type PartType = "reasoning" | "answer";
 /** What one delta appends: a string (all answer), or `[type, text]` runs in order. */
 export type DeltaBody = string | [string, string][];
 
+/** What a loading reply waits for, as its source last said (`nbstream/loading.py`). */
+export interface LoadingProgress {
+  /** one short line: "preparing the model (first run, once)", "loading model" */
+  text: string;
+  /** how far, 0..1; null: unknown */
+  fraction: number | null;
+}
+
 /** A message's key `m<i>`: everything but an assistant's text. */
 export interface MessageMeta {
   role: Role;
@@ -70,6 +79,10 @@ export interface MessageMeta {
   finish_reason?: string | null;
   /** the message this one follows (null: a first one); absent in older states */
   parent?: string | null;
+  /** while `loading`, where the source reported it (latest report, at most every 0.25 s) */
+  progress?: LoadingProgress;
+  /** an assistant's generation options in force (temperature, max_new_tokens...) */
+  options?: Record<string, unknown>;
 }
 
 /** One message as the view holds it. */
@@ -95,6 +108,10 @@ export interface MessageState {
   finish_reason?: string | null;
   /** the message this one follows (null: a first one); absent in older states */
   parent?: string | null;
+  /** while `loading`: what the source waits for (see {@link MessageMeta}) */
+  progress?: LoadingProgress;
+  /** the generation options in force (see {@link MessageMeta}) */
+  options?: Record<string, unknown>;
 }
 
 /** One delta to apply: what the `m<i>.<s>` key (or an older kernel's message) carries. */
@@ -150,6 +167,12 @@ export interface EditMsg {
   text: string;
 }
 
+/** View -> kernel: the user edited the system prompt ("": none); applies to the next question. */
+export interface SystemPromptMsg {
+  kind: "system_prompt";
+  text: string;
+}
+
 /** View -> kernel: a view was rendered; bring it up to date. */
 export interface HelloMsg {
   kind: "hello";
@@ -178,6 +201,7 @@ export type ViewMsg =
   | ContinueMsg
   | SwitchMsg
   | EditMsg
+  | SystemPromptMsg
   | HelloMsg
   | ResyncMsg
   | AckMsg;
@@ -224,6 +248,8 @@ export interface ChatTraits {
   placeholder: string;
   source_label: string;
   panes: PaneInfo[];
+  /** the system prompt (null: none) */
+  system_prompt: string | null;
 }
 
 function isRecord(x: unknown): x is Record<string, unknown> {
@@ -298,7 +324,24 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
   if (x.parent === null || typeof x.parent === "string") {
     meta.parent = x.parent;
   }
+  const progress = toLoadingProgress(x.progress);
+  if (progress !== null) {
+    meta.progress = progress;
+  }
+  if (isRecord(x.options)) {
+    meta.options = x.options;
+  }
   return meta;
+}
+
+/** A meta's `progress`, checked: null when absent or malformed; a fraction outside 0..1 is unknown. */
+export function toLoadingProgress(x: unknown): LoadingProgress | null {
+  if (!isRecord(x) || typeof x.text !== "string" || x.text.trim() === "") {
+    return null;
+  }
+  const f = x.fraction;
+  const fraction = typeof f === "number" && Number.isFinite(f) && f >= 0 && f <= 1 ? f : null;
+  return { text: x.text.slice(0, 200), fraction };
 }
 
 function optionalString(x: unknown): string | null {
@@ -346,6 +389,9 @@ export function toMessageState(x: unknown): MessageState | null {
   }
   if (x.parent === null || typeof x.parent === "string") {
     state.parent = x.parent;
+  }
+  if (isRecord(x.options)) {
+    state.options = x.options;
   }
   return state;
 }

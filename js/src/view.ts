@@ -4,9 +4,12 @@
  *
  *   div.nbs-chat[data-mode=chat]
  *     div.nbs-header            span.nbs-title, span.nbs-source (hidden when both empty)
+ *     div.nbs-system            the system prompt, collapsible and editable (system.ts;
+ *                               hidden when there is none)
  *     div.nbs-scroll            the messages (messages.ts)
  *     div.nbs-form              textarea.nbs-input, button.nbs-send, .nbs-stop,
- *                               .nbs-regenerate, .nbs-clear, .nbs-copy-all (the
+ *                               .nbs-regenerate, .nbs-clear, .nbs-system-add (shown
+ *                               while there is no system prompt), .nbs-copy-all (the
  *                               conversation shown, as Markdown: transcript.ts)
  *     div.nbs-live              polite live region: status changes, never tokens
  *
@@ -34,6 +37,7 @@ import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { PaneInfo } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
+import { SystemPromptBar } from "./system";
 import { conversationMarkdown } from "./transcript";
 
 export type { MarkdownMode } from "./messages";
@@ -53,6 +57,8 @@ export interface ViewActions {
   switchTo(id: string): void;
   /** chat: ask `text` in place of the question `id` (a new branch) */
   edit(id: string, text: string): void;
+  /** chat: the user edited the system prompt ("": none) */
+  setSystemPrompt(text: string): void;
 }
 
 /** The conversation as the buttons see it. */
@@ -91,6 +97,8 @@ export interface WidgetView {
   setPanes(panes: readonly PaneInfo[]): void;
   /** chat: each shown message's place among its alternatives (set before a paint) */
   setSiblings(siblings: ReadonlyMap<string, Siblings>): void;
+  /** The kernel's system prompt (null: none); shown by the chat layout only. */
+  setSystemPrompt(prompt: string | null): void;
   /** Removes the view's DOM listeners, timers and pending highlighting. */
   dispose(): void;
   /** Highlights the queued code blocks now (tests). */
@@ -187,6 +195,7 @@ export abstract class BaseView implements WidgetView {
 
   /** chat: the user asked to edit the question `id` */
   protected startEdit(_id: string): void {}
+  setSystemPrompt(_prompt: string | null): void {}
 
   dispose(): void {
     this.listeners.abort();
@@ -385,6 +394,7 @@ export class ChatView extends BaseView {
   /** the question being edited (Send asks the new text in its place) */
   private editId: string | null = null;
   private siblings: ReadonlyMap<string, Siblings> = new Map();
+  private readonly system: SystemPromptBar | null = null;
 
   constructor(
     doc: Document,
@@ -423,9 +433,10 @@ export class ChatView extends BaseView {
     regenerate.disabled = true;
     const clear = this.button("nbs-clear", "Clear", "Clear the conversation");
     clear.disabled = true;
+    const addSystem = this.button("nbs-system-add", "System prompt", "Add a system prompt");
     const copyAll = this.button("nbs-copy-all", "Copy all", "Copy the conversation as Markdown");
     copyAll.disabled = true;
-    buttons.append(send, this.stopButton, regenerate, clear, copyAll);
+    buttons.append(send, this.stopButton, regenerate, clear, addSystem, copyAll);
     const editing = this.make("div", "nbs-editing");
     editing.hidden = true;
     const editingText = this.make("span", "nbs-editing-text");
@@ -439,8 +450,14 @@ export class ChatView extends BaseView {
     this.regenerateButton = regenerate;
     this.clearButton = clear;
     this.copyAllButton = copyAll;
+    this.system = new SystemPromptBar(
+      doc,
+      (text) => this.actions.setSystemPrompt(text),
+      this.listeners.signal,
+      (shown) => this.setHidden(addSystem, shown),
+    );
 
-    this.root.append(this.header, this.messages.el, form, this.live);
+    this.root.append(this.header, this.system.el, this.messages.el, form, this.live);
 
     input.addEventListener("keydown", (ev) => this.onInputKeydown(ev, () => this.submit()), opts);
     input.addEventListener("input", () => this.updateSend(), opts);
@@ -454,6 +471,11 @@ export class ChatView extends BaseView {
       () => this.copy(copyAll, conversationMarkdown(this.messages.entries())),
       opts,
     );
+    addSystem.addEventListener("click", () => this.system?.edit(), opts);
+  }
+
+  override setSystemPrompt(prompt: string | null): void {
+    this.system?.set(prompt);
   }
 
   override setPlaceholder(placeholder: string): void {

@@ -64,12 +64,18 @@ describe("protocol mirrors protocol.py", () => {
       finish_reason: null,
       error: "e",
       detail: "d",
+      progress: { text: "loading model", fraction: 0.5 },
+      options: { temperature: 0 },
       parent: null,
     });
     expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
-      ["detail", "error", "finish_reason", "pane", "parent", "text"].filter(
+      ["detail", "error", "finish_reason", "options", "pane", "parent", "progress", "text"].filter(
         (k) => k in (full as object),
       ),
+    );
+    // the progress a loading reply carries
+    expect(fields(/^class LoadingMeta\(TypedDict\)/m)).toEqual(
+      Object.keys(full?.progress as object).sort(),
     );
   });
 
@@ -93,10 +99,16 @@ describe("protocol mirrors protocol.py", () => {
     const required = Object.keys(toMessageState({ id: "x" }) as MessageState);
     expect(fields(/^class MessageState\(/m)).toEqual(required.sort());
     const optional = Object.keys(
-      toMessageState({ id: "x", pane: 1, finish_reason: "stop", parent: "m1" }) as MessageState,
+      toMessageState({
+        id: "x",
+        pane: 1,
+        finish_reason: "stop",
+        options: { top_p: 0.5 },
+        parent: "m1",
+      }) as MessageState,
     ).filter((k) => !required.includes(k));
     expect(fields(/^class MessageStateExtras\(TypedDict, total=False\)/m)).toEqual(optional.sort());
-    expect(optional.sort()).toEqual(["finish_reason", "pane", "parent"]);
+    expect(optional.sort()).toEqual(["finish_reason", "options", "pane", "parent"]);
   });
 
   it("StopMsg fields", () => {
@@ -115,6 +127,7 @@ describe("protocol mirrors protocol.py", () => {
       continue: true,
       switch: true,
       edit: true,
+      system_prompt: true,
       hello: true,
       resync: true,
       ack: true,
