@@ -297,7 +297,9 @@ class StreamingWidget(anywidget.AnyWidget):
 
     def _history(self, leaf: str | None = None) -> list[Entry]:
         """The messages on the path to ``leaf`` (default: the path shown), in order."""
-        # caller holds _lock
+        # caller holds _lock; a leaf no longer there (cleared meanwhile): nothing
+        if leaf is not None and leaf not in self._branches:
+            return []
         return [self._wire.known[i] for i in self._branches.path(leaf)]
 
     def _add(self, entry: Entry, parent: str | None) -> None:

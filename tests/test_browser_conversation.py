@@ -1,12 +1,16 @@
 """Browser test of a chat started from a history, in real JupyterLab (headless Chromium):
 ``ChatWidget(source, messages=[...])`` shows every message at once with its status
 and reasoning, never as live; "Copy all" gives ``chat.to_markdown()``; a question
-asked in the view follows the loaded messages (tests/browser/conversation.mjs;
-screenshot test-artifacts/test_loaded_conversation_renders_and_copies-widget.png).
+asked in the view follows the loaded messages (tests/browser/conversation.mjs), in the
+light and the dark theme (screenshots test-artifacts/test_loaded_conversation_renders_and_
+copies_<theme>_-widget.png). Edit and branches in the view (tests/browser/branches.mjs):
+Regenerate keeps the old answer, the "< 2 / 2 >" switch goes back, Edit asks anew.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +34,33 @@ HISTORY: list[dict[str, Any]] = [
     {"role": "user", "content": "Try again"},
     {"role": "assistant", "content": "", "status": "error", "error": "RuntimeError: down"},
 ]
+THEMES_SETTING = "lab/api/settings/@jupyterlab/apputils-extension:themes"
+THEME_NAMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+
+
+@pytest.fixture
+def theme_setting(jupyterlab: JupyterLab) -> Iterator[Any]:
+    """Set the server's theme setting; put JupyterLab Light back afterwards."""
+
+    def set_theme(name: str) -> None:
+        jupyterlab.api("PUT", THEMES_SETTING, {"raw": json.dumps({"theme": name})})
+
+    try:
+        yield set_theme
+    finally:
+        set_theme(THEME_NAMES["light"])
+
+
 FOLLOW_UP = "Thanks!"
 REPLY = "You are welcome."
 
 
+@pytest.mark.parametrize("theme", ["light", "dark"])
 def test_loaded_conversation_renders_and_copies(
-    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str, theme_setting: Any,
+    theme: str,
 ) -> None:
+    theme_setting(THEME_NAMES[theme])
     path = jupyterlab.write_notebook(
         notebook_name,
         [
@@ -49,6 +73,7 @@ def test_loaded_conversation_renders_and_copies(
     )
     r = run_scenario("conversation", timeout=240, notebook=path, count=len(HISTORY),
                      question=FOLLOW_UP)
+    assert r["theme"] == THEME_NAMES[theme]
     loaded = r["loaded"]
     assert [(m["id"], m["role"], m["status"]) for m in loaded] == [
         ("m1", "user", "done"), ("m2", "assistant", "done"),

@@ -86,5 +86,6 @@ await scenario(async ({ page, params, log }) => {
   );
   const after = await page.evaluate(shown, SEL);
   const copiedAfter = await copyAll(page);
-  return { loaded, statuses, copied, after, copied_after: copiedAfter, screenshot_widget: shot };
+  const theme = await page.evaluate(() => document.body.dataset.jpThemeName ?? null);
+  return { loaded, statuses, copied, after, copied_after: copiedAfter, screenshot_widget: shot, theme };
 });
