@@ -59,6 +59,11 @@ class ChatWidget(StreamingWidget):
     failed) is left out of what the model sees, with its empty answer.
     The options (``interval``, the time limits, ``max_pending``) are listed
     in ``help(ChatWidget.__init__)``.
+
+    A conversation can have branches: :meth:`edit` (or Edit in the view) and
+    :meth:`regenerate` keep the old messages as alternatives; :attr:`messages`
+    is the branch shown, :attr:`tree` every branch. :meth:`to_markdown`,
+    :meth:`to_messages`, :meth:`save` and :meth:`load` export and load it.
     """
 
     placeholder = traitlets.Unicode("Ask something… (Enter sends, Shift+Enter: new line)").tag(

@@ -206,7 +206,8 @@ class StopMsg(TypedDict, total=False):
 
 
 class RegenerateMsg(TypedDict):
-    """View -> kernel: stop and drop the last answer, then ask its prompt again."""
+    """View -> kernel: ask the last answer's prompt again (a running last answer is stopped;
+    the old answer stays, as an alternative)."""
 
     kind: Literal["regenerate"]
 

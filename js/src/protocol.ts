@@ -138,7 +138,7 @@ export interface StopMsg {
   pane?: number;
 }
 
-/** View -> kernel: stop and drop the last answer, then ask its prompt again. */
+/** View -> kernel: ask the last answer's prompt again; the old answer stays, as an alternative. */
 export interface RegenerateMsg {
   kind: "regenerate";
 }
