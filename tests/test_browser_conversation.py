@@ -3,7 +3,7 @@
 and reasoning, never as live; "Copy all" gives ``chat.to_markdown()``; a question
 asked in the view follows the loaded messages (tests/browser/conversation.mjs), in the
 light and the dark theme (screenshots test-artifacts/test_loaded_conversation_renders_and_
-copies_<theme>_-widget.png). Edit and branches in the view (tests/browser/branches.mjs):
+copies_<theme>_-widget.png; the light run in Notebook 7 too, ...-notebook7-widget.png). Edit and branches in the view (tests/browser/branches.mjs):
 Regenerate keeps the old answer, the "< 2 / 2 >" switch goes back, Edit asks anew.
 """
 
@@ -61,18 +61,20 @@ def test_loaded_conversation_renders_and_copies(
     theme: str,
 ) -> None:
     theme_setting(THEME_NAMES[theme])
-    path = jupyterlab.write_notebook(
-        notebook_name,
-        [
-            "from nbstream import ChatWidget\n"
-            "from nbstream.sources import ScriptedSource\n"
-            f"chat = ChatWidget(ScriptedSource({REPLY!r}, rate=200), title='loaded',\n"
-            f"                  messages={HISTORY!r})\n"
-            "chat",
-        ],
+    cell = (
+        "from nbstream import ChatWidget\n"
+        "from nbstream.sources import ScriptedSource\n"
+        f"chat = ChatWidget(ScriptedSource({REPLY!r}, rate=200), title='loaded',\n"
+        f"                  messages={HISTORY!r})\n"
+        "chat"
     )
-    r = run_scenario("conversation", timeout=240, notebook=path, count=len(HISTORY),
-                     question=FOLLOW_UP)
+    path = jupyterlab.write_notebook(notebook_name, [cell])
+    # the light run opens the notebook in Notebook 7 too (one screenshot there)
+    nb7 = {}
+    if theme == "light":
+        nb7["nb7_notebook"] = jupyterlab.write_notebook(f"nb7-{notebook_name}", [cell])
+    r = run_scenario("conversation", timeout=300, notebook=path, count=len(HISTORY),
+                     question=FOLLOW_UP, **nb7)
     assert r["theme"] == THEME_NAMES[theme]
     loaded = r["loaded"]
     assert [(m["id"], m["role"], m["status"]) for m in loaded] == [
@@ -94,6 +96,13 @@ def test_loaded_conversation_renders_and_copies(
     assert r["copied_after"] == here.to_markdown(), r["copied_after"]
     here.close()
     assert [(m["id"], m["status"]) for m in r["after"][-2:]] == [("m7", "done"), ("m8", "done")]
+    if nb7:
+        n = r["notebook7"]
+        assert [(m["id"], m["status"]) for m in n["loaded"]] == [
+            (m["id"], m["status"]) for m in loaded]
+        assert n["copied"] == r["copied"]
+        shot7 = Path(n["screenshot_widget"])
+        assert shot7.is_file() and shot7.stat().st_size > 5_000, shot7
     shot = Path(r["screenshot_widget"])
     assert shot.is_file() and shot.stat().st_size > 5_000, shot
 

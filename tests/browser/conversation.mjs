@@ -3,11 +3,21 @@
 // live (queued / running); the reasoning block of a loaded reply is there; "Copy
 // all" copies the conversation as Markdown (the clipboard is captured in the
 // page); a question asked in the view then follows the loaded messages.
-// params: { notebook, count (messages loaded), question }
-// Screenshot: <artifact>-widget.png
+// params: { notebook, count (messages loaded), question, nb7_notebook? (the same notebook,
+// opened in Notebook 7 too: the messages and Copy all there) }
+// Screenshots: <artifact>-widget.png, <artifact>-notebook7-widget.png
 import path from 'node:path';
 import { SEL, waitForChat } from './chat.mjs';
-import { ARTIFACT, ARTIFACTS, openNotebook, runAllCells, scenario, typeInto } from './lab.mjs';
+import {
+  ARTIFACT,
+  ARTIFACTS,
+  TOKEN,
+  URL_BASE,
+  openNotebook,
+  runAllCells,
+  scenario,
+  typeInto,
+} from './lab.mjs';
 
 // Runs in the page before its own scripts: every status any message ever showed.
 function installWatcher() {
@@ -87,5 +97,38 @@ await scenario(async ({ page, params, log }) => {
   const after = await page.evaluate(shown, SEL);
   const copiedAfter = await copyAll(page);
   const theme = await page.evaluate(() => document.body.dataset.jpThemeName ?? null);
-  return { loaded, statuses, copied, after, copied_after: copiedAfter, screenshot_widget: shot, theme };
+  const out = { loaded, statuses, copied, after, copied_after: copiedAfter, screenshot_widget: shot, theme };
+  if (params.nb7_notebook) out.notebook7 = await inNotebook7(page, params, log);
+  return out;
 });
+
+/** Notebook 7 exposes no application object: run the cell with the keyboard, as a person does. */
+async function inNotebook7(page, params, log) {
+  const encoded = params.nb7_notebook.split('/').map(encodeURIComponent).join('/');
+  await page.goto(`${URL_BASE}notebooks/${encoded}?token=${TOKEN}`, { timeout: 60_000 });
+  const cell = page.locator('.jp-Notebook .jp-Cell').first();
+  await cell.waitFor({ state: 'visible', timeout: 60_000 });
+  // a cell run before the page's kernel connection is up is dropped: try again until the widget shows
+  for (let attempt = 1; attempt <= 6; attempt++) {
+    await cell.locator('.jp-InputPrompt').first().click();
+    await page.keyboard.press('Shift+Enter');
+    try {
+      await page.locator(SEL.root).first().waitFor({ state: 'visible', timeout: 10_000 });
+      break;
+    } catch {
+      log(`notebook 7, attempt ${attempt}: no widget yet`);
+    }
+  }
+  await page.waitForFunction(
+    ({ sel, count }) => document.querySelectorAll(`${sel.root} ${sel.message}[data-status]`).length >= count,
+    { sel: SEL, count: params.count },
+    { timeout: 60_000, polling: 100 },
+  );
+  const loaded = await page.evaluate(shown, SEL);
+  const copied = await copyAll(page);
+  const root = page.locator(SEL.root).first();
+  await root.scrollIntoViewIfNeeded();
+  const shot = path.join(ARTIFACTS, `${ARTIFACT}-notebook7-widget.png`);
+  await root.screenshot({ path: shot, timeout: 15_000 });
+  return { loaded, copied, screenshot_widget: shot };
+}
