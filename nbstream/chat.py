@@ -7,15 +7,21 @@ sees, regenerate); the pipeline is :class:`~nbstream.widget.StreamingWidget`.
 from __future__ import annotations
 
 import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, cast
 
 import traitlets
 
+from . import transcript
 from .checks import check_prompt, check_system_prompt, check_title, short
 from .generation import GenerationOptions, check_generation
 from .options import StreamOptions, Unpack, parse_options, with_options
+from .protocol import FINAL_STATUSES
 from .reply import Reply
-from .sources.base import Source
+from .sources.base import ChatMessage, Source
+from .transcript import StoredMessage, Transcript
 from .widget import MAX_VIEW_TEXT, BadViewMessage, StreamingWidget, UserTurn
 
 log = logging.getLogger("nbstream")
@@ -53,6 +59,11 @@ class ChatWidget(StreamingWidget):
     failed) is left out of what the model sees, with its empty answer.
     The options (``interval``, the time limits, ``max_pending``) are listed
     in ``help(ChatWidget.__init__)``.
+
+    A conversation can have branches: :meth:`edit` (or Edit in the view) and
+    :meth:`regenerate` keep the old messages as alternatives; :attr:`messages`
+    is the branch shown, :attr:`tree` every branch. :meth:`to_markdown`,
+    :meth:`to_messages`, :meth:`save` and :meth:`load` export and load it.
     """
 
     placeholder = traitlets.Unicode("Ask something… (Enter sends, Shift+Enter: new line)").tag(
@@ -66,6 +77,7 @@ class ChatWidget(StreamingWidget):
         title: str = "",
         system_prompt: str | None = None,
         generation: GenerationOptions | None = None,
+        messages: Sequence[Mapping[str, Any]] | None = None,
         **options: Unpack[StreamOptions],
     ) -> None:
         """A chat on ``source`` (None: the embedded default model).
@@ -74,16 +86,56 @@ class ChatWidget(StreamingWidget):
         the model with every question (shown at the top of the chat, where it
         can be edited; see :attr:`system_prompt`). ``generation``: options of
         each reply, such as ``{"temperature": 0.2, "max_new_tokens": 200}``
-        (see :attr:`generation`).
+        (see :attr:`generation`). ``messages`` starts the chat from a
+        history: OpenAI-style ``[{"role": "user", "content": "..."}, ...]``
+        (what :meth:`to_messages` returns; a first ``system`` message sets the
+        system prompt; an assistant's dict may also carry ``reasoning`` and a
+        final ``status``), shown at once and seen by the model with the next
+        question.
         """
         opts = parse_options(ChatWidget.__init__, options)
         check_system_prompt(system_prompt, "ChatWidget")
         check_title(title, "ChatWidget")
+        history = transcript.from_messages(messages, "ChatWidget")
+        if history.system_prompt is not None:
+            if system_prompt is not None:
+                raise ValueError("ChatWidget(messages=...) starts with a 'system' message and "
+                                 "system_prompt=... is given too: give the system prompt once")
+            system_prompt = history.system_prompt
         source = resolve_source(source)
         super().__init__(title=title, options=opts, source_label=source.label, mode="chat")
         self.source = source
         self.system_prompt = system_prompt
         self.generation = generation
+        if history.messages:
+            self._restore(history.messages, source)
+
+    @classmethod
+    def load(
+        cls,
+        path: str | os.PathLike[str],
+        source: Source | None = None,
+        *,
+        title: str | None = None,
+        system_prompt: str | None = None,
+        generation: GenerationOptions | None = None,
+        **options: Unpack[StreamOptions],
+    ) -> ChatWidget:
+        """A chat on ``source`` that starts from the conversation saved in ``path``
+        (by :meth:`save`): its messages with their statuses, its title and system
+        prompt (``title`` / ``system_prompt`` given here replace them).
+        ``generation`` and ``options`` are those of the constructor.
+
+        Raises :class:`~nbstream.transcript.ConversationFileError` (a
+        :class:`ValueError`) naming the file and the line or entry when the file
+        is malformed or of an unknown version.
+        """
+        saved = transcript.read(path)
+        chat = cls(source, title=saved.title if title is None else title,
+                   system_prompt=saved.system_prompt if system_prompt is None else system_prompt,
+                   generation=generation, **options)
+        chat._restore(saved.messages, chat.source, saved.current)
+        return chat
 
     # ------------------------------------------------------------- public API
     # ``system_prompt`` (a synced trait of StreamingWidget): setting it, from
@@ -121,9 +173,10 @@ class ChatWidget(StreamingWidget):
 
     @property
     def messages(self) -> list[dict[str, Any]]:
-        """The conversation: ``[{"role", "content", "id", "status"}, ...]`` (a copy)."""
+        """The conversation shown (the branch in view): ``[{"role", "content", "id",
+        "status"}, ...]`` (a copy). :attr:`tree` has every branch."""
         with self._lock:
-            entries = list(self._history)
+            entries = self._history()
         out: list[dict[str, Any]] = []
         for e in entries:
             if isinstance(e, UserTurn):
@@ -133,20 +186,93 @@ class ChatWidget(StreamingWidget):
                             "status": e.status})
         return out
 
-    def regenerate(self) -> Reply | None:
-        """Stop and drop the last answer, then ask its prompt again."""
+    def to_messages(self, include_reasoning: bool = False) -> list[ChatMessage]:
+        """The conversation shown, OpenAI-style: ``[{"role", "content"}, ...]``, the
+        system prompt first (if any). Every message shown is there, an answer with no
+        text too. With ``include_reasoning``, a reply's reasoning comes first in its
+        content in ``<think>`` tags (as ``include_reasoning_in_history`` sends it to
+        the model); ``ChatWidget(source, messages=chat.to_messages(...))`` reads
+        either form back."""
+        out: list[ChatMessage] = []
+        if self.system_prompt:
+            out.append({"role": "system", "content": self.system_prompt})
         with self._lock:
-            idx = next((i for i in range(len(self._history) - 1, -1, -1)
-                        if isinstance(self._history[i], Reply)), None)
-            if idx is None:
+            entries = self._history()
+        for e in entries:
+            if isinstance(e, UserTurn):
+                out.append({"role": "user", "content": e.text})
+            else:
+                out.append({"role": "assistant", "content": e.history_content(include_reasoning)})
+        return out
+
+    def to_markdown(self) -> str:
+        """The conversation shown, as Markdown: a ``## You`` / ``## Assistant`` heading
+        per message, then its text; a reply that did not end normally says so
+        (``*(stopped)*``). What the view's "Copy all" button copies."""
+        return transcript.conversation_markdown(
+            (m.role, m.content, m.status) for m in self.tree.branch())
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the conversation to ``path`` as JSON (see :mod:`nbstream.transcript`
+        for the format): every message with its reasoning, status, finish reason and
+        error, the title and the system prompt. A reply still running is saved as it
+        stands, as ``stopped``. Returns the path. :meth:`load` reads it back."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"save(path) takes a file path (str or Path), got "
+                            f"{type(path).__name__} {short(path)}")
+        return transcript.write(path, self._transcript(live_as_stopped=True))
+
+    @property
+    def tree(self) -> Transcript:
+        """Every message of every branch (each with its ``parent``; messages with the
+        same parent are alternatives: edited questions, regenerated answers), and
+        ``current``, the last message of the branch shown: what :meth:`save` writes.
+        ``tree.branch()`` is the branch shown."""
+        return self._transcript(live_as_stopped=False)
+
+    def regenerate(self) -> Reply | None:
+        """Ask the last answer's prompt again. The new answer is an alternative to the
+        old one, which stays (the view shows ``< 2 / 2 >`` to switch); a last answer
+        still running is stopped first."""
+        with self._lock:
+            last = next((e for e in reversed(self._history()) if isinstance(e, Reply)), None)
+            if last is None:
                 return None
-            last = self._history[idx]
-            assert isinstance(last, Reply)
             last.cancel()
-            del self._history[idx]
-            if idx > 0 and isinstance(self._history[idx - 1], UserTurn):
-                del self._history[idx - 1]
-        return self.send(last.prompt)
+            reply = self._new_reply(self.source, last.prompt, parent=last.parent)
+        self._launch(reply)
+        return reply
+
+    def edit(self, index: int, text: str) -> Reply:
+        """Ask ``text`` in place of the user message ``messages[index]``: a new
+        branch from that point (the old question and what followed it stay, as an
+        alternative the view offers to switch back to), answered at once. A reply
+        still streaming in the old branch goes on. Returns the new :class:`Reply`."""
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"edit(index, text): index must be an int (a position in "
+                            f"chat.messages), got {type(index).__name__} {short(index)}")
+        check_prompt(text, "edit")
+        with self._lock:
+            shown = self._history()
+            if not -len(shown) <= index < len(shown):
+                raise IndexError(f"edit(index={index}): the chat shows {len(shown)} messages")
+            target = shown[index]
+            if not isinstance(target, UserTurn):
+                raise ValueError(f"edit(index={index}): message {target.id} is an answer; "
+                                 "only a question (a user message) can be edited")
+            return self._edit(target, text)
+
+    def switch_to(self, id: str) -> list[dict[str, Any]]:
+        """Show the branch through message ``id`` (one of the alternatives at its place:
+        below it, the messages shown when it was last in view). Returns
+        :attr:`messages`."""
+        with self._lock:
+            if not isinstance(id, str) or id not in self._branches:
+                raise ValueError(f"switch_to(id={id!r}): no such message; the ids are in "
+                                 "chat.tree")
+            self._wire.current = self._branches.show(id)
+        self._pump.publish(self._channel, [id])  # (a meta: what wakes the pump)
+        return self.messages
 
     #: what :meth:`continue_` asks, as a user turn after the cut answer
     CONTINUE_PROMPT = "Continue exactly where your last answer was cut off."
@@ -171,16 +297,59 @@ class ChatWidget(StreamingWidget):
 
     def __repr__(self) -> str:
         with self._lock:
-            n = len(self._history)
+            n = len(self._history())
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
 
     # -------------------------------------------------------------- internals
+    def _edit(self, target: UserTurn, text: str) -> Reply:
+        # caller holds _lock: a new question beside ``target``, and its answer
+        self._new_turn(text, parent=target.parent)
+        reply = self._new_reply(self.source, text)
+        self._launch(reply)
+        return reply
+
+    def _transcript(self, *, live_as_stopped: bool) -> Transcript:
+        """Every message (each parent before its children) and the branch shown."""
+        with self._lock:
+            entries = list(self._all)
+            current = self._branches.current
+        out: list[StoredMessage] = []
+        for e in entries:
+            if isinstance(e, UserTurn):
+                m = StoredMessage(e.id, e.parent, "user", e.text)
+            else:
+                status, finish = e.status, e.finish_reason
+                if live_as_stopped and status not in FINAL_STATUSES:
+                    status, finish = "stopped", "cancelled"
+                m = StoredMessage(e.id, e.parent, "assistant", e.text, e.reasoning, status,
+                                  finish, e.reason if status in ("error", "timeout") else None)
+            out.append(m)
+        return Transcript(tuple(out), current, self.system_prompt, self.title)
+
     def _ask(self, text: str) -> None:
         self.send(text)
 
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
         if kind == "regenerate":
             self.regenerate()
+            return True
+        if kind == "switch":
+            mid = content.get("id")
+            with self._lock:
+                known = isinstance(mid, str) and mid in self._branches
+            if not known:
+                raise BadViewMessage("switch to an unknown id")
+            self.switch_to(str(mid))
+            return True
+        if kind == "edit":
+            mid, text = content.get("id"), content.get("text")
+            if not isinstance(text, str) or not text.strip() or len(text) > MAX_VIEW_TEXT:
+                raise BadViewMessage("edit without a usable text")
+            with self._lock:
+                target = self._wire.known.get(mid) if isinstance(mid, str) else None
+                if not isinstance(target, UserTurn):
+                    raise BadViewMessage("edit of an unknown or non-user message")
+                self._edit(target, text)
             return True
         if kind == "system_prompt":  # an edit in the view
             text = content.get("text")

@@ -33,6 +33,12 @@ Direction rules (who may send what, how often, and why):
     the last delta sent: how a view notices a lost delta before the end.
   - ``"removed"``: counts removals, so a view rescans for null metas only
     when something was removed.
+  - ``"current"``: the last message of the branch shown. Messages form a tree
+    (each meta names its ``parent``; messages with one parent are alternatives:
+    an edited question, a regenerated answer); a view lists the path from a
+    root to ``current`` and offers to switch between the alternatives
+    (:class:`SwitchMsg`). States of older versions have neither: their
+    messages follow each other in id order.
 
   ``StreamingWidget.get_state()`` includes all of these, so a view created or
   reloaded mid-stream (ipywidgets' ``request_state``) starts from everything.
@@ -55,8 +61,9 @@ Direction rules (who may send what, how often, and why):
   without another redesign.
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
   :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
-  :class:`ContinueMsg`, :class:`SystemPromptMsg`), :class:`HelloMsg` when a view is rendered (the
-  kernel re-sends the metas of live messages and ``live``), and
+  :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`),
+  :class:`HelloMsg` when a view is rendered (the kernel re-sends the metas of live
+  messages and ``live``), and
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
   them on its main thread (or on a subshell thread with
   ``commsOverSubshells``), so handlers only record or enqueue and never block.
@@ -116,6 +123,10 @@ class MessageMetaExtras(TypedDict, total=False):
     error: str
     #: optional details (traceback) shown on demand
     detail: str
+    #: the message this one follows (null: a first message). Messages with the same
+    #: parent are alternatives (an edited question, a regenerated answer); absent in
+    #: states saved by older versions, whose messages follow each other in id order
+    parent: str | None
     #: while ``loading``, where the source reported it: what it waits for and how far.
     #: Sent with the meta, the latest report at most every 0.25 s (``stream.py``)
     progress: LoadingMeta
@@ -142,6 +153,8 @@ class MessageStateExtras(TypedDict, total=False):
     pane: int
     #: why a finished reply ended (absent while it runs; None: no end marker)
     finish_reason: FinishReason | None
+    #: the message this one follows (None: a first message)
+    parent: str | None
     #: the generation options in force (see :class:`MessageMetaExtras`)
     options: dict[str, Any]
 
@@ -193,7 +206,8 @@ class StopMsg(TypedDict, total=False):
 
 
 class RegenerateMsg(TypedDict):
-    """View -> kernel: stop and drop the last answer, then ask its prompt again."""
+    """View -> kernel: ask the last answer's prompt again (a running last answer is stopped;
+    the old answer stays, as an alternative)."""
 
     kind: Literal["regenerate"]
 
@@ -209,6 +223,23 @@ class ContinueMsg(TypedDict):
 
     kind: Literal["continue"]
     id: str
+
+
+class SwitchMsg(TypedDict):
+    """View -> kernel: show the branch through message ``id`` (one of the alternatives
+    at its place)."""
+
+    kind: Literal["switch"]
+    id: str
+
+
+class EditMsg(TypedDict):
+    """View -> kernel: ask ``text`` in place of the user message ``id``: a new
+    alternative to it, answered (the old one and what followed it stay)."""
+
+    kind: Literal["edit"]
+    id: str
+    text: str
 
 
 class SystemPromptMsg(TypedDict):
@@ -243,10 +274,12 @@ class AckMsg(TypedDict):
 
 
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
-           | HelloMsg | ResyncMsg | AckMsg)
+           | SwitchMsg | EditMsg | HelloMsg | ResyncMsg | AckMsg)
 
 #: the keys of the widget's state that are not per message
 LAST_ID_KEY = "last_id"
+#: the last message of the branch shown (absent in older states: every message shows)
+CURRENT_KEY = "current"
 LIVE_KEY = "live"
 REMOVED_KEY = "removed"
 #: what travels in the parts of a message

@@ -76,6 +76,8 @@ class Reply:
         self._messages = messages
         #: which pane of a Compare widget shows it (None elsewhere)
         self.pane: int | None = None
+        #: the message it follows in its widget's conversation (its prompt, usually)
+        self.parent: str | None = None
         self._outcome: Outcome | None = None
         self._generation = cast(GenerationOptions, dict(generation or {}))
         self._options = source.options_in_force(self._generation)

@@ -151,6 +151,8 @@ class Stream:
         limits: Limits | None = None,
     ) -> None:
         self.id = stream_id
+        #: made by :meth:`from_parts`: it never ran here, so it has no figures
+        self.restored = False
         self.max_pending = max_pending
         self.limits = limits or Limits()
         self._clock = clock
@@ -214,6 +216,39 @@ class Stream:
         #: set by the pump once the final meta went to the comm (see wait_final_sent)
         self._final_sent = threading.Event()
         self._attached = False
+
+    @classmethod
+    def from_parts(
+        cls,
+        stream_id: str,
+        *,
+        text: str,
+        reasoning: str = "",
+        status: Status = "done",
+        finish_reason: FinishReason | None = "stop",
+        error: str | None = None,
+        clock: Clock = time.monotonic,
+    ) -> Stream:
+        """A message that already ended elsewhere (loaded from a file, or given as
+        history): final from the start, its parts in one delta (seq 1; none when
+        empty), so the pump sends it like any finished reply. ``finish_reason``
+        counts for ``done`` only (the others follow from the status)."""
+        if status not in ("done", "stopped", "error", "timeout"):
+            raise ValueError(f"a restored message has a final status, got {status!r}")
+        s = cls(stream_id, clock=clock)
+        s.restored = True
+        body = make_body([("reasoning", reasoning), ("answer", text)])
+        with s._cond:
+            if body:
+                s._sent.append(body)
+                s._sent_chars = len(text) + len(reasoning)
+                s._seq = s._handed = s._acked = 1  # nothing to acknowledge
+            s._texts = {"answer": [text] if text else [], "reasoning": [reasoning] if reasoning
+                        else []}
+            if status == "done":
+                s._outcome = Outcome(finish_reason)
+            s._make_final(status, error)
+        return s
 
     # ------------------------------------------------------------------ producer
     def put(self, piece: str) -> None:

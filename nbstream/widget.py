@@ -7,9 +7,13 @@ one copy of the pipeline.
 
 Who owns what:
 
-* ``_history`` (user turns and :class:`Reply` objects) is guarded by
-  ``_lock``; the thread that starts a reply (the main thread, or the comm
-  thread for the view's Send) appends to it.
+* ``_all`` (every user turn and :class:`Reply`, in order of creation) and
+  ``_branches`` (who follows whom, and which path shows: ``branches.py``) are
+  guarded by ``_lock``; the thread that starts a reply (the main thread, or
+  the comm thread for the view's Send) adds to them. The conversation shown
+  (:meth:`StreamingWidget._history`) is the path of ``_branches``; a widget
+  with no alternatives (every one but an edited or regenerated chat) is one
+  path holding every message.
 * Each reply's text and status are owned by its stream (see ``stream.py``).
 * The per-message state keys (``m<i>``, ``m<i>.<s>``, ``last_id``, ``live``,
   ``removed``; see ``protocol.py``) are written by the pump thread only
@@ -34,17 +38,19 @@ import reprlib
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import anywidget
 import traitlets
 
 from . import lanes
+from .branches import Branches
 from .checks import check_system_prompt
 from .doctor import warn_unsupported_frontend
 from .generation import GenerationOptions
 from .options import Options
 from .protocol import (
+    CURRENT_KEY,
     FINAL_STATUSES,
     LAST_ID_KEY,
     LIVE_KEY,
@@ -60,26 +66,30 @@ from .reply import Reply, run_reply
 from .runtime import widget_css, widget_esm, widget_runtime_ref
 from .sources.base import ChatMessage, Source
 from .stream import Body, Stream, body_runs
+from .transcript import StoredMessage
 
 log = logging.getLogger("nbstream")
 
 
 class UserTurn:
-    """A prompt in the history (immutable)."""
+    """A prompt in the history (immutable): its text, and the message it follows."""
 
-    __slots__ = ("id", "text")
+    __slots__ = ("id", "parent", "text")
 
-    def __init__(self, id: str, text: str) -> None:
+    def __init__(self, id: str, text: str, parent: str | None = None) -> None:
         self.id = id
         self.text = text
+        self.parent = parent
 
     def meta(self) -> MessageMeta:
         """Its key in the widget's state (a prompt's text travels in its meta)."""
-        return MessageMeta(role="user", seq=0, status="done", stats={}, text=self.text)
+        return MessageMeta(role="user", seq=0, status="done", stats={}, text=self.text,
+                           parent=self.parent)
 
     def state(self) -> MessageState:
         return MessageState(id=self.id, role="user", text=self.text, reasoning="", seq=0,
-                            status="done", error=None, detail=None, stats={})
+                            status="done", error=None, detail=None, stats={},
+                            parent=self.parent)
 
 
 #: the figures of a finished reply its meta carries (what the view shows); the
@@ -93,9 +103,10 @@ def reply_meta(reply: Reply) -> MessageMeta:
     _, seq, status, error, detail = reply.stream.state()
     final = status in FINAL_STATUSES
     stats: dict[str, Any] = {}
-    if final:
+    if final and not reply.stream.restored:  # a restored message has no figures
         stats = {k: v for k, v in reply.stats.items() if k in VIEW_STATS}
-    meta = MessageMeta(role="assistant", seq=seq, status=status, stats=stats)
+    meta = MessageMeta(role="assistant", seq=seq, status=status, stats=stats,
+                       parent=reply.parent)
     if error is not None:
         meta["error"] = error
     if detail is not None and status in ("error", "timeout"):
@@ -125,7 +136,7 @@ def reply_state(reply: Reply) -> MessageState:
         text="".join(t for k, t in runs if k == "answer"),
         reasoning="".join(t for k, t in runs if k == "reasoning"),
         seq=seq, status=status, error=error, detail=detail,
-        stats=reply.stats if final else {})
+        stats=reply.stats if final and not reply.stream.restored else {}, parent=reply.parent)
     if final:
         state["finish_reason"] = reply.finish_reason
     if reply.pane is not None:
@@ -198,7 +209,8 @@ class StreamingWidget(anywidget.AnyWidget):
         #: subclass that exposes them, e.g. ``ChatWidget.generation``)
         self._generation = GenerationOptions()
         self._lock = threading.RLock()
-        self._history: list[Entry] = []
+        self._all: list[Entry] = []
+        self._branches = Branches()
         self._ids = itertools.count(1)
         self._ignored = ViewMessageFilter()
         self._wire = _WireState()
@@ -216,15 +228,15 @@ class StreamingWidget(anywidget.AnyWidget):
         ``id``, only that reply stops (like ``reply.cancel()``). Returns how
         many replies were stopped.
         """
-        with self._lock:
-            live = [e for e in self._history if isinstance(e, Reply) and not e.done]
+        with self._lock:  # every branch's: a reply streams on when another branch shows
+            live = [e for e in self._all if isinstance(e, Reply) and not e.done]
         return sum(1 for r in live if (id is None or r.id == id) and r.cancel())
 
     @property
     def replies(self) -> list[Reply]:
-        """The replies, oldest first."""
+        """The replies shown, oldest first."""
         with self._lock:
-            return [e for e in self._history if isinstance(e, Reply)]
+            return [e for e in self._history() if isinstance(e, Reply)]
 
     @property
     def last(self) -> Reply | None:
@@ -236,14 +248,16 @@ class StreamingWidget(anywidget.AnyWidget):
         """Stop what runs and forget the history."""
         self.stop()
         with self._lock:
-            self._history.clear()
+            self._all.clear()
+            self._branches.clear()
+            self._wire.current = None
         self._history_changed()
 
     @property
     def conversation(self) -> list[MessageState]:
-        """Every message, whole (text, reasoning, parts, status, stats): a copy."""
+        """Every message shown, whole (text, reasoning, parts, status, stats): a copy."""
         with self._lock:
-            entries = list(self._history)
+            entries = self._history()
         return [e.state() if isinstance(e, UserTurn) else reply_state(e) for e in entries]
 
     def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
@@ -281,21 +295,39 @@ class StreamingWidget(anywidget.AnyWidget):
         self._wire.last_id = n
         return f"m{n}"
 
-    def _new_turn(self, text: str) -> UserTurn:
-        # caller holds _lock
-        self._history_changed()  # a Regenerate may have removed entries
-        turn = UserTurn(self._new_id(), text)
-        self._history.append(turn)
-        self._wire.known[turn.id] = turn
+    def _history(self, leaf: str | None = None) -> list[Entry]:
+        """The messages on the path to ``leaf`` (default: the path shown), in order."""
+        # caller holds _lock; a leaf no longer there (cleared meanwhile): nothing
+        if leaf is not None and leaf not in self._branches:
+            return []
+        return [self._wire.known[i] for i in self._branches.path(leaf)]
+
+    def _add(self, entry: Entry, parent: str | None) -> None:
+        # caller holds _lock: ``entry`` follows ``parent`` and is shown
+        self._all.append(entry)
+        self._wire.known[entry.id] = entry
+        self._branches.add(entry.id, parent)
+        self._wire.current = self._branches.current
+
+    def _new_turn(self, text: str, parent: str | Literal["current"] | None = "current",
+                  ) -> UserTurn:
+        # caller holds _lock; ``parent``: the message it follows (default: the last shown)
+        self._history_changed()  # a Clear may have removed entries
+        if parent == "current":
+            parent = self._branches.current
+        turn = UserTurn(self._new_id(), text, parent)
+        self._add(turn, parent)
         self._pump.publish(self._channel, [turn.id])
         return turn
 
     def _new_reply(self, source: Source, prompt: str,
                    messages: Callable[[], Sequence[ChatMessage]] | Sequence[ChatMessage]
                    | None = None,
-                   pane: int | None = None) -> Reply:
+                   pane: int | None = None,
+                   parent: str | Literal["current"] | None = "current") -> Reply:
         # caller holds _lock; the reply runs once _launch() is called. ``messages``
-        # None: what this widget shows before the reply (resolved when it starts)
+        # None: what this widget shows before the reply (resolved when it starts).
+        # ``parent``: the message it follows (default: the last shown)
         stream = Stream(self._new_id(), max_pending=self.max_pending,
                         clock=self._pump.clock, limits=self.limits)
         reply: Reply
@@ -306,14 +338,52 @@ class StreamingWidget(anywidget.AnyWidget):
         reply = Reply(stream, source, messages, prompt=prompt,
                       on_interrupt=_weak_call(self.stop), generation=self._generation)
         reply.pane = pane
-        self._history.append(reply)
-        self._wire.known[reply.id] = reply
+        reply.parent = self._branches.current if parent == "current" else parent
+        self._add(reply, reply.parent)
         return reply
+
+    def _restore(self, messages: Sequence[StoredMessage], source: Source,
+                 current: str | None = None) -> list[Entry]:
+        """Add ``messages`` (loaded from a file, or given as history: each parent
+        before its children) as finished messages, after what is shown, and show the
+        branch through ``current`` (their id; None: the last one). They go to the
+        views like any finished reply (their metas and deltas, in one update).
+        Returns the new entries."""
+        added: list[Entry] = []
+        with self._lock:
+            base = self._branches.current
+            new_id: dict[str, str] = {}
+            for m in messages:
+                entry: Entry
+                parent = base if m.parent is None else new_id[m.parent]
+                if m.role == "user":
+                    entry = UserTurn(self._new_id(), m.content, parent)
+                else:
+                    above = self._wire.known.get(parent) if parent is not None else None
+                    stream = Stream.from_parts(
+                        self._new_id(), text=m.content, reasoning=m.reasoning, status=m.status,
+                        finish_reason=m.finish_reason, error=m.error, clock=self._pump.clock)
+                    entry = Reply(stream, source, (),
+                                  prompt=above.text if isinstance(above, UserTurn) else "",
+                                  on_interrupt=_weak_call(self.stop))
+                    entry.parent = parent
+                new_id[m.id] = entry.id
+                self._add(entry, parent)
+                added.append(entry)
+            if messages:
+                self._wire.current = self._branches.show(
+                    new_id[current] if current is not None else added[-1].id)
+        for e in added:  # a reply's deltas go with its meta (as a resync from seq 0 does)
+            if isinstance(e, Reply):
+                self._pump.resync(self._channel, e.id, 0)
+            else:
+                self._pump.publish(self._channel, [e.id])
+        return added
 
     def _history_changed(self) -> None:
         """Entries left the history (Clear, Regenerate): tell the view (any thread)."""
         with self._lock:
-            present = {e.id for e in self._history}
+            present = {e.id for e in self._all}
             gone = [i for i in self._wire.known if i not in present]
             for i in gone:
                 self._wire.removed[i] = self._wire.known.pop(i)
@@ -340,8 +410,8 @@ class StreamingWidget(anywidget.AnyWidget):
         msgs: list[ChatMessage] = []
         if system_prompt:
             msgs.append({"role": "system", "content": system_prompt})
-        with self._lock:
-            entries = list(self._history)
+        with self._lock:  # the path to this reply, whichever branch is shown now
+            entries = self._history(reply.id)
         unanswered: str | None = None  # the latest prompt, until its answer comes
         for e in entries:
             if e is reply:
@@ -362,10 +432,12 @@ class StreamingWidget(anywidget.AnyWidget):
     def _snapshot(self) -> dict[str, Any]:
         """Every message's keys, whole (any thread; a delta key sent twice is harmless)."""
         with self._lock:
-            entries = list(self._history)
+            entries = list(self._all)
             last_id = self._wire.last_id
             removed = self._wire.removed_count
-        state: dict[str, Any] = {LAST_ID_KEY: last_id, REMOVED_KEY: removed}
+            current = self._wire.current
+        state: dict[str, Any] = {LAST_ID_KEY: last_id, REMOVED_KEY: removed,
+                                 CURRENT_KEY: current}
         live: dict[str, int] = {}
         snapshot_live: list[str] = []
         for e in entries:
@@ -428,10 +500,13 @@ class StreamingWidget(anywidget.AnyWidget):
             wire.live_sent = live
             state[LIVE_KEY] = live
         with self._lock:
-            last_id = wire.last_id
+            last_id, current = wire.last_id, wire.current
         if last_id != wire.last_id_sent:
             wire.last_id_sent = last_id
             state[LAST_ID_KEY] = last_id
+        if current != wire.current_sent:
+            wire.current_sent = current
+            state[CURRENT_KEY] = current
         if not state:
             return
         msg = {"method": "update", "state": state, "buffer_paths": []}
@@ -480,7 +555,7 @@ class StreamingWidget(anywidget.AnyWidget):
 
     def _knows(self, rid: str) -> bool:
         with self._lock:
-            return any(isinstance(e, Reply) and e.id == rid for e in self._history)
+            return any(isinstance(e, Reply) and e.id == rid for e in self._all)
 
     def _on_view_msg(self, _widget: Any, content: Any, _buffers: Sequence[Any]) -> None:
         # main thread or a subshell thread: enqueue or flag, never block. The view is
@@ -582,6 +657,9 @@ class _WireState:
         self.removed_count = 0
         self.last_id = 0
         self.last_id_sent = 0
+        #: the last message of the branch shown (guarded by ``_lock``), and as sent
+        self.current: str | None = None
+        self.current_sent: str | None = None
         self.live_sent: dict[str, int] = {}
         #: messages that were live in the last snapshot (get_state), guarded by ``_lock``
         self.snapshot_live: list[str] = []

@@ -88,7 +88,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 kinds = st.sampled_from(["hello", "resync", "ack", "send", "stop", "clear", "regenerate",
-                         "delta", "Send", ""]) | st.text(max_size=10) | json_values
+                         "switch", "edit", "delta", "Send", ""]) | st.text(max_size=10) | json_values
 view_messages = st.one_of(
     json_values,
     st.fixed_dictionaries(

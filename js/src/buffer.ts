@@ -314,6 +314,9 @@ export class Conversation {
         gapUntil: null,
         gapAt: 0,
       };
+      if (meta.parent !== undefined) {
+        e.parent = meta.parent; // set once: a message never moves in the tree
+      }
       this.entries.set(id, e);
       this.insertOrdered(id);
       this.dirty.add(e);

@@ -19,7 +19,8 @@
  * animation frames; nothing blocks.
  */
 import type { AnyModel } from "@anywidget/types";
-import { Conversation } from "./buffer";
+import { visibleBranch } from "./branches";
+import { type Changes, Conversation } from "./buffer";
 import { CompareView, paneOf } from "./compare";
 import {
   browserScheduler,
@@ -32,6 +33,7 @@ import { browserIdle, type IdleScheduler } from "./highlight";
 import { type KeyModel, KeyReader } from "./keys";
 import {
   type ChatTraits,
+  CURRENT_KEY,
   FINAL_STATUSES,
   isDeltaMsg,
   STATE_TRAIT,
@@ -113,6 +115,8 @@ export function mountChat(
     regenerate: () => send({ kind: "regenerate" }),
     clear: () => send({ kind: "clear" }),
     continueReply: (id) => send({ kind: "continue", id }),
+    switchTo: (id) => send({ kind: "switch", id }),
+    edit: (id, prompt) => send({ kind: "edit", id, text: prompt }),
     setSystemPrompt: (text) => send({ kind: "system_prompt", text }),
   };
   const viewOptions: ViewOptions = {
@@ -125,7 +129,7 @@ export function mountChat(
   const view: WidgetView =
     mode === "compare"
       ? new CompareView(doc, actions, viewOptions, (id) => conversation.get(id))
-      : new ChatView(doc, actions, viewOptions, mode);
+      : new ChatView(doc, actions, viewOptions, mode, (id) => conversation.get(id));
   (view.root as ChatRoot).__nbstream = counters;
 
   const summary = (): Summary => {
@@ -148,11 +152,33 @@ export function mountChat(
       empty: all.length === 0,
     };
   };
+  /** the last message of the branch shown (the kernel's `current` key; null: the newest) */
+  let current: string | null = null;
+  /** `current` changed since the last frame: the branch shown must be computed again */
+  let branchDirty = false;
+  const readCurrent = (): boolean => {
+    const raw = model.get(CURRENT_KEY);
+    const value = typeof raw === "string" ? raw : null;
+    if (value === current) {
+      return false;
+    }
+    current = value;
+    branchDirty = true;
+    return true;
+  };
   const render = (t: number, announce = true) => {
-    const changes = conversation.take();
-    if (changes === null) {
+    let changes: Changes | null = conversation.take();
+    if (changes === null && !branchDirty) {
       return null;
     }
+    changes ??= { order: null, messages: [], acks: [] };
+    if (mode === "chat" && (changes.order !== null || branchDirty)) {
+      // a chat shows one branch of its conversation (branches.ts)
+      const branch = visibleBranch(conversation.list(), current);
+      view.setSiblings(branch.siblings);
+      changes = { ...changes, order: branch.order };
+    }
+    branchDirty = false;
     view.paint(changes, summary(), t, announce);
     return changes.acks;
   };
@@ -163,6 +189,9 @@ export function mountChat(
   const onChange = (): void => {
     if (!keys.present()) {
       return;
+    }
+    if (readCurrent()) {
+      loop.request();
     }
     const result = keys.sync(now());
     counters.deltas += result.deltas;
@@ -220,6 +249,7 @@ export function mountChat(
   // The saved or current conversation is shown at once, not a frame later,
   // and without announcing its statuses.
   if (keys.present()) {
+    readCurrent();
     for (const r of keys.sync(now()).resyncs) {
       counters.resyncs++;
       send(r);

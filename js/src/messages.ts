@@ -11,7 +11,12 @@
  *                               that has some: a reply without looks as before
  *         div.nbs-text          the text: Markdown (.nbs-md, see incremental.ts) for
  *                               the assistant, plain Text nodes (text.ts) otherwise
- *         div.nbs-footer        span.nbs-status (a human label), button.nbs-copy-msg,
+ *         div.nbs-footer        span.nbs-branch (a message with alternatives: button
+ *                               .nbs-branch-prev, span.nbs-branch-pos "2 / 3",
+ *                               button.nbs-branch-next; each button's data-target is
+ *                               the sibling it shows), span.nbs-status (a human
+ *                               label), button.nbs-copy-msg, button.nbs-edit (a
+ *                               question, where the widget can edit it),
  *                               button.nbs-continue (a reply cut at the token limit,
  *                               where the widget can continue it)
  *         details.nbs-detail    the traceback of an error, on demand
@@ -24,6 +29,7 @@
  * owning view's one delegated listener, which reads a message's text with
  * {@link MessageList.entry}. Runs on the browser's main thread only.
  */
+import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
 import type { Highlighter } from "./highlight";
 import { FullSink, MarkdownSink, type Sink } from "./incremental";
@@ -48,6 +54,8 @@ export interface ListOptions {
   label: string;
   /** a reply cut at the token limit gets a Continue button (chat) */
   canContinue?: boolean;
+  /** a question gets an Edit button (chat) */
+  canEdit?: boolean;
 }
 
 /** The live rate in a status line changes at most this often (ms). */
@@ -72,6 +80,11 @@ interface MessageNode {
   reasoning: ReasoningBlock | null;
   /** the Continue button, once the message was cut at the token limit */
   cont: HTMLButtonElement | null;
+  /** the Edit button of a question */
+  edit: HTMLButtonElement | null;
+  /** the `‹ 2 / 3 ›` switch, while the message has alternatives */
+  nav: HTMLElement | null;
+  shownNav: string;
   detail: HTMLDetailsElement | null;
   detailText: string | null;
   entry: Readonly<Entry> | null;
@@ -138,6 +151,60 @@ export class MessageList {
   /** The message as last painted, if this list shows it. */
   entry(id: string): Readonly<Entry> | null {
     return this.nodes.get(id)?.entry ?? null;
+  }
+
+  /** The messages as last painted, in the order shown (those not painted yet left out). */
+  entries(): Readonly<Entry>[] {
+    const out: Readonly<Entry>[] = [];
+    for (const el of this.list.children) {
+      const id = (el as HTMLElement).dataset.id;
+      const entry = id === undefined ? null : this.entry(id);
+      if (entry !== null) {
+        out.push(entry);
+      }
+    }
+    return out;
+  }
+
+  /**
+   * Shows each message's place among its alternatives (`‹ 2 / 3 ›`), from the
+   * branch computed after the last reconcile (branches.ts); none for the others.
+   */
+  setSiblings(siblings: ReadonlyMap<string, Siblings>): void {
+    for (const [id, node] of this.nodes) {
+      const s = siblings.get(id) ?? null;
+      const key = s === null ? "" : `${s.index}/${s.count}/${s.prev}/${s.next}`;
+      if (node.shownNav === key) {
+        continue;
+      }
+      node.shownNav = key;
+      if (s === null) {
+        node.nav?.remove();
+        node.nav = null;
+      } else {
+        if (node.nav === null) {
+          const nav = makeElement(this.doc, "span", "nbs-branch");
+          const prev = makeButton(this.doc, "nbs-branch-prev", "‹", "Show the previous version");
+          const pos = makeElement(this.doc, "span", "nbs-branch-pos");
+          const next = makeButton(this.doc, "nbs-branch-next", "›", "Show the next version");
+          nav.append(prev, pos, next);
+          node.footer.prepend(nav);
+          node.nav = nav;
+        }
+        const [prev, pos, next] = node.nav.children as unknown as [
+          HTMLButtonElement,
+          HTMLElement,
+          HTMLButtonElement,
+        ];
+        prev.dataset.target = s.prev ?? "";
+        prev.disabled = s.prev === null;
+        next.dataset.target = s.next ?? "";
+        next.disabled = s.next === null;
+        pos.textContent = `${s.index} / ${s.count}`;
+        pos.setAttribute("aria-label", `version ${s.index} of ${s.count}`);
+      }
+      this.updateFooter(node);
+    }
   }
 
   /** The status label shown for message `id` ("" if none, or not shown here). */
@@ -238,6 +305,19 @@ export class MessageList {
     this.scroll.follow();
   }
 
+  /** The footer shows when it has something to show. */
+  private updateFooter(node: MessageNode): void {
+    const hidden =
+      node.status.hidden &&
+      (node.copy === null || node.copy.hidden) &&
+      node.cont === null &&
+      node.edit === null &&
+      node.nav === null;
+    if (node.footer.hidden !== hidden) {
+      node.footer.hidden = hidden;
+    }
+  }
+
   private countChars(node: MessageNode, length: number): void {
     this.options.onChars?.(length - node.length);
     node.length = length;
@@ -269,6 +349,9 @@ export class MessageList {
       copy: null,
       reasoning: null,
       cont: null,
+      edit: null,
+      nav: null,
+      shownNav: "",
       detail: null,
       detailText: null,
       entry: null,
@@ -340,6 +423,15 @@ export class MessageList {
         node.copy = makeButton(this.doc, "nbs-copy-msg", "Copy", "Copy this answer as Markdown");
         node.status.after(node.copy);
       }
+      if (e.role === "user" && node.edit === null && this.options.canEdit === true) {
+        node.edit = makeButton(
+          this.doc,
+          "nbs-edit",
+          "Edit",
+          "Edit this question (the answer to the new one is a new branch)",
+        );
+        node.status.after(node.edit);
+      }
     }
     const pane = e.pane === undefined ? undefined : String(e.pane);
     if (node.el.dataset.pane !== pane) {
@@ -398,11 +490,7 @@ export class MessageList {
         node.cont = null;
       }
     }
-    const footerHidden =
-      node.status.hidden && (node.copy === null || node.copy.hidden) && node.cont === null;
-    if (node.footer.hidden !== footerHidden) {
-      node.footer.hidden = footerHidden;
-    }
+    this.updateFooter(node);
     const waiting = isWaiting(e);
     if (node.shownWaiting !== waiting) {
       node.shownWaiting = waiting;

@@ -15,7 +15,8 @@
  *   reads the keys from the model (keys.ts), whatever order they came in.
  * - View -> kernel, custom messages: {@link SendMsg}, {@link StopMsg},
  *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg},
- *   {@link SystemPromptMsg} (user commands), {@link HelloMsg} when a view renders, {@link ResyncMsg} when
+ *   {@link SystemPromptMsg}, {@link SwitchMsg}, {@link EditMsg} (user commands),
+ *   {@link HelloMsg} when a view renders, {@link ResyncMsg} when
  *   `live` or a final meta names deltas the model lacks, {@link AckMsg} after
  *   the frame that rendered a delta.
  * - Older kernels: a `conversation` list trait of whole messages and `delta`
@@ -76,6 +77,8 @@ export interface MessageMeta {
   text?: string;
   /** why a finished reply ended; null: the stream ended with no end marker; absent: live */
   finish_reason?: string | null;
+  /** the message this one follows (null: a first one); absent in older states */
+  parent?: string | null;
   /** while `loading`, where the source reported it (latest report, at most every 0.25 s) */
   progress?: LoadingProgress;
   /** an assistant's generation options in force (temperature, max_new_tokens...) */
@@ -103,6 +106,8 @@ export interface MessageState {
   pane?: number;
   /** why a finished reply ended (see {@link MessageMeta}) */
   finish_reason?: string | null;
+  /** the message this one follows (null: a first one); absent in older states */
+  parent?: string | null;
   /** while `loading`: what the source waits for (see {@link MessageMeta}) */
   progress?: LoadingProgress;
   /** the generation options in force (see {@link MessageMeta}) */
@@ -133,7 +138,7 @@ export interface StopMsg {
   pane?: number;
 }
 
-/** View -> kernel: stop and drop the last answer, then ask its prompt again. */
+/** View -> kernel: ask the last answer's prompt again; the old answer stays, as an alternative. */
 export interface RegenerateMsg {
   kind: "regenerate";
 }
@@ -147,6 +152,19 @@ export interface ClearMsg {
 export interface ContinueMsg {
   kind: "continue";
   id: string;
+}
+
+/** View -> kernel: show the branch through message `id` (an alternative at its place). */
+export interface SwitchMsg {
+  kind: "switch";
+  id: string;
+}
+
+/** View -> kernel: ask `text` in place of the user message `id` (a new alternative). */
+export interface EditMsg {
+  kind: "edit";
+  id: string;
+  text: string;
 }
 
 /** View -> kernel: the user edited the system prompt ("": none); applies to the next question. */
@@ -181,6 +199,8 @@ export type ViewMsg =
   | RegenerateMsg
   | ClearMsg
   | ContinueMsg
+  | SwitchMsg
+  | EditMsg
   | SystemPromptMsg
   | HelloMsg
   | ResyncMsg
@@ -192,6 +212,8 @@ export const STATE_TRAIT = "conversation";
 export const LAST_ID_KEY = "last_id";
 export const LIVE_KEY = "live";
 export const REMOVED_KEY = "removed";
+/** The last message of the branch shown (absent in older states: every message shows). */
+export const CURRENT_KEY = "current";
 
 /** The state key of message number `n`. */
 export function metaKey(n: number): string {
@@ -220,6 +242,7 @@ export interface ChatTraits {
   [LAST_ID_KEY]: number;
   [LIVE_KEY]: Record<string, number>;
   [REMOVED_KEY]: number;
+  [CURRENT_KEY]: string | null;
   mode: string;
   title: string;
   placeholder: string;
@@ -298,6 +321,9 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
   if (x.finish_reason === null || typeof x.finish_reason === "string") {
     meta.finish_reason = x.finish_reason;
   }
+  if (x.parent === null || typeof x.parent === "string") {
+    meta.parent = x.parent;
+  }
   const progress = toLoadingProgress(x.progress);
   if (progress !== null) {
     meta.progress = progress;
@@ -360,6 +386,9 @@ export function toMessageState(x: unknown): MessageState | null {
   }
   if (x.finish_reason === null || typeof x.finish_reason === "string") {
     state.finish_reason = x.finish_reason;
+  }
+  if (x.parent === null || typeof x.parent === "string") {
+    state.parent = x.parent;
   }
   if (isRecord(x.options)) {
     state.options = x.options;

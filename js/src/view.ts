@@ -9,7 +9,8 @@
  *     div.nbs-scroll            the messages (messages.ts)
  *     div.nbs-form              textarea.nbs-input, button.nbs-send, .nbs-stop,
  *                               .nbs-regenerate, .nbs-clear, .nbs-system-add (shown
- *                               while there is no system prompt)
+ *                               while there is no system prompt), .nbs-copy-all (the
+ *                               conversation shown, as Markdown: transcript.ts)
  *     div.nbs-live              polite live region: status changes, never tokens
  *
  *   div.nbs-chat.nbs-mode-stream[data-mode=stream]    one live answer under a cell
@@ -30,12 +31,14 @@
  * at construction; the view sends nothing itself. Runs on the browser's main
  * thread only.
  */
-import type { Changes, MessageChange } from "./buffer";
+import type { Siblings } from "./branches";
+import type { Changes, Entry, MessageChange } from "./buffer";
 import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { PaneInfo } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
 import { SystemPromptBar } from "./system";
+import { conversationMarkdown } from "./transcript";
 
 export type { MarkdownMode } from "./messages";
 
@@ -50,6 +53,10 @@ export interface ViewActions {
   clear(): void;
   /** chat: ask the model to go on from reply `id` (cut at the token limit) */
   continueReply(id: string): void;
+  /** chat: show the branch through message `id` (an alternative at its place) */
+  switchTo(id: string): void;
+  /** chat: ask `text` in place of the question `id` (a new branch) */
+  edit(id: string, text: string): void;
   /** chat: the user edited the system prompt ("": none) */
   setSystemPrompt(text: string): void;
 }
@@ -88,6 +95,8 @@ export interface WidgetView {
   setSourceLabel(label: string): void;
   setPlaceholder(placeholder: string): void;
   setPanes(panes: readonly PaneInfo[]): void;
+  /** chat: each shown message's place among its alternatives (set before a paint) */
+  setSiblings(siblings: ReadonlyMap<string, Siblings>): void;
   /** The kernel's system prompt (null: none); shown by the chat layout only. */
   setSystemPrompt(prompt: string | null): void;
   /** Removes the view's DOM listeners, timers and pending highlighting. */
@@ -182,6 +191,10 @@ export abstract class BaseView implements WidgetView {
 
   setPanes(_panes: readonly PaneInfo[]): void {}
 
+  setSiblings(_siblings: ReadonlyMap<string, Siblings>): void {}
+
+  /** chat: the user asked to edit the question `id` */
+  protected startEdit(_id: string): void {}
   setSystemPrompt(_prompt: string | null): void {}
 
   dispose(): void {
@@ -198,9 +211,10 @@ export abstract class BaseView implements WidgetView {
     this.highlighter?.flush();
   }
 
-  protected newList(label: string, canContinue = false): MessageList {
+  protected newList(label: string, canContinue = false, canEdit = false): MessageList {
     const list = new MessageList(this.doc, {
       canContinue,
+      canEdit,
       highlighter: this.highlighter,
       markdown: this.options.markdown ?? "incremental",
       onChars: this.options.onChars,
@@ -295,6 +309,19 @@ export abstract class BaseView implements WidgetView {
         id === undefined ? null : this.lists.find((l) => l.el.contains(button))?.entry(id);
       const reasoning = button.classList.contains("nbs-copy-reasoning");
       this.copy(button, (reasoning ? entry?.reasoning : entry?.text) ?? "");
+    } else if (
+      button.classList.contains("nbs-branch-prev") ||
+      button.classList.contains("nbs-branch-next")
+    ) {
+      const target = button.dataset.target;
+      if (target) {
+        this.actions.switchTo(target);
+      }
+    } else if (button.classList.contains("nbs-edit")) {
+      const id = button.closest<HTMLElement>(".nbs-message")?.dataset.id;
+      if (id !== undefined) {
+        this.startEdit(id);
+      }
     } else if (button.classList.contains("nbs-continue")) {
       const id = button.closest<HTMLElement>(".nbs-message")?.dataset.id;
       if (id !== undefined) {
@@ -307,7 +334,8 @@ export abstract class BaseView implements WidgetView {
     }
   }
 
-  private copy(button: HTMLButtonElement, text: string): void {
+  /** Copies `text`, and says "Copied" (or "Copy failed") on `button` for a moment. */
+  protected copy(button: HTMLButtonElement, text: string): void {
     const label = button.getAttribute("aria-label") ?? "";
     const shown = button.textContent ?? "";
     void copyText(this.doc, text).then((ok) => {
@@ -360,6 +388,12 @@ export class ChatView extends BaseView {
   private readonly stopButton: HTMLButtonElement;
   private readonly regenerateButton: HTMLButtonElement | null = null;
   private readonly clearButton: HTMLButtonElement | null = null;
+  private readonly copyAllButton: HTMLButtonElement | null = null;
+  /** "Editing a question · Cancel", shown while the input box holds an edit */
+  private readonly editing: HTMLElement | null = null;
+  /** the question being edited (Send asks the new text in its place) */
+  private editId: string | null = null;
+  private siblings: ReadonlyMap<string, Siblings> = new Map();
   private readonly system: SystemPromptBar | null = null;
 
   constructor(
@@ -367,10 +401,12 @@ export class ChatView extends BaseView {
     actions: ViewActions,
     options: ViewOptions,
     layout: "chat" | "stream" = "chat",
+    /** the messages held, to paint one that comes into view (another branch) */
+    private readonly lookup: (id: string) => Readonly<Entry> | undefined = () => undefined,
   ) {
     super(doc, actions, options, layout);
     this.stream = layout === "stream";
-    this.messages = this.stream ? this.newList("Answer") : this.newList("Conversation", true);
+    this.messages = this.stream ? this.newList("Answer") : this.newList("Conversation", true, true);
     const opts = { signal: this.listeners.signal };
 
     if (this.stream) {
@@ -398,12 +434,22 @@ export class ChatView extends BaseView {
     const clear = this.button("nbs-clear", "Clear", "Clear the conversation");
     clear.disabled = true;
     const addSystem = this.button("nbs-system-add", "System prompt", "Add a system prompt");
-    buttons.append(send, this.stopButton, regenerate, clear, addSystem);
-    form.append(input, buttons);
+    const copyAll = this.button("nbs-copy-all", "Copy all", "Copy the conversation as Markdown");
+    copyAll.disabled = true;
+    buttons.append(send, this.stopButton, regenerate, clear, addSystem, copyAll);
+    const editing = this.make("div", "nbs-editing");
+    editing.hidden = true;
+    const editingText = this.make("span", "nbs-editing-text");
+    editingText.textContent = "Editing a question: Send asks it as a new branch";
+    const cancelEdit = this.button("nbs-edit-cancel", "Cancel", "Cancel the edit");
+    editing.append(editingText, cancelEdit);
+    form.append(editing, input, buttons);
+    this.editing = editing;
     this.input = input;
     this.sendButton = send;
     this.regenerateButton = regenerate;
     this.clearButton = clear;
+    this.copyAllButton = copyAll;
     this.system = new SystemPromptBar(
       doc,
       (text) => this.actions.setSystemPrompt(text),
@@ -419,6 +465,12 @@ export class ChatView extends BaseView {
     this.stopButton.addEventListener("click", () => this.actions.stop(), opts);
     regenerate.addEventListener("click", () => this.regenerate(), opts);
     clear.addEventListener("click", () => this.clear(), opts);
+    cancelEdit.addEventListener("click", () => this.stopEditing(true), opts);
+    copyAll.addEventListener(
+      "click",
+      () => this.copy(copyAll, conversationMarkdown(this.messages.entries())),
+      opts,
+    );
     addSystem.addEventListener("click", () => this.system?.edit(), opts);
   }
 
@@ -432,6 +484,10 @@ export class ChatView extends BaseView {
     }
   }
 
+  override setSiblings(siblings: ReadonlyMap<string, Siblings>): void {
+    this.siblings = siblings;
+  }
+
   paint(changes: Changes, summary: Summary, now: number, announce = true): void {
     if (changes.order !== null) {
       this.messages.reconcile(changes.order);
@@ -439,6 +495,19 @@ export class ChatView extends BaseView {
     let announcement = "";
     for (const change of changes.messages) {
       announcement = this.paintChange(change, now) ?? announcement;
+    }
+    // a message that came into view (another branch shown) is painted whole
+    for (const id of this.messages.unpainted()) {
+      const entry = this.lookup(id);
+      if (entry !== undefined) {
+        this.paintChange(
+          { entry, replaced: true, appended: "", reasoningAppended: "", meta: true },
+          now,
+        );
+      }
+    }
+    if (changes.order !== null) {
+      this.messages.setSiblings(this.siblings);
     }
     if (announce) {
       this.announce(announcement);
@@ -454,6 +523,9 @@ export class ChatView extends BaseView {
     }
     if (this.clearButton !== null) {
       this.setDisabled(this.clearButton, summary.empty);
+    }
+    if (this.copyAllButton !== null) {
+      this.setDisabled(this.copyAllButton, summary.empty);
     }
     this.messages.settle();
   }
@@ -471,6 +543,30 @@ export class ChatView extends BaseView {
     }
   }
 
+  protected override startEdit(id: string): void {
+    const entry = this.lookup(id);
+    if (this.input === null || this.editing === null || entry === undefined) {
+      return;
+    }
+    this.editId = id;
+    this.input.value = entry.text;
+    this.editing.hidden = false;
+    this.updateSend();
+    this.input.focus();
+  }
+
+  /** Leaves edit mode; `clear`: empty the input box too (Cancel). */
+  private stopEditing(clear: boolean): void {
+    this.editId = null;
+    if (this.editing !== null) {
+      this.editing.hidden = true;
+    }
+    if (clear && this.input !== null) {
+      this.input.value = "";
+      this.updateSend();
+    }
+  }
+
   private submit(): void {
     if (this.input === null) {
       return;
@@ -479,7 +575,12 @@ export class ChatView extends BaseView {
     if (text === "") {
       return;
     }
-    this.actions.send(text);
+    if (this.editId !== null) {
+      this.actions.edit(this.editId, text);
+      this.stopEditing(false);
+    } else {
+      this.actions.send(text);
+    }
     this.input.value = "";
     this.updateSend();
     this.messages.follow(); // the next paint shows the new message at the bottom

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
+  CURRENT_KEY,
   deltaKey,
   FINAL_STATUSES,
   LAST_ID_KEY,
@@ -38,6 +39,7 @@ describe("protocol mirrors protocol.py", () => {
       ["LAST_ID_KEY", LAST_ID_KEY],
       ["LIVE_KEY", LIVE_KEY],
       ["REMOVED_KEY", REMOVED_KEY],
+      ["CURRENT_KEY", CURRENT_KEY],
     ]) {
       expect(py).toMatch(new RegExp(`^${name} = "${key}"$`, "m"));
     }
@@ -64,9 +66,10 @@ describe("protocol mirrors protocol.py", () => {
       detail: "d",
       progress: { text: "loading model", fraction: 0.5 },
       options: { temperature: 0 },
+      parent: null,
     });
     expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
-      ["detail", "error", "finish_reason", "options", "pane", "progress", "text"].filter(
+      ["detail", "error", "finish_reason", "options", "pane", "parent", "progress", "text"].filter(
         (k) => k in (full as object),
       ),
     );
@@ -101,10 +104,11 @@ describe("protocol mirrors protocol.py", () => {
         pane: 1,
         finish_reason: "stop",
         options: { top_p: 0.5 },
+        parent: "m1",
       }) as MessageState,
     ).filter((k) => !required.includes(k));
     expect(fields(/^class MessageStateExtras\(TypedDict, total=False\)/m)).toEqual(optional.sort());
-    expect(optional.sort()).toEqual(["finish_reason", "options", "pane"]);
+    expect(optional.sort()).toEqual(["finish_reason", "options", "pane", "parent"]);
   });
 
   it("StopMsg fields", () => {
@@ -121,6 +125,8 @@ describe("protocol mirrors protocol.py", () => {
       regenerate: true,
       clear: true,
       continue: true,
+      switch: true,
+      edit: true,
       system_prompt: true,
       hello: true,
       resync: true,

@@ -1,0 +1,349 @@
+"""Conversation files and exports: what ``ChatWidget.save`` writes and ``ChatWidget.load``
+reads, the ``messages=[...]`` a chat can start from, and the Markdown of a conversation.
+
+Pure functions and immutable data (no widget, no thread of its own): any thread may
+use this module. The widget side (``chat.py``) turns a :class:`Transcript` into
+messages of the view, and its history back into one.
+
+The file format (JSON, UTF-8), version 1::
+
+    {
+      "format": "nbstream-conversation",
+      "version": 1,
+      "title": "",                      # the widget's title (optional)
+      "system_prompt": null,            # str or null (optional)
+      "current": "m4",                  # the last message of the branch shown (optional;
+                                        #  absent or null: the last message of the file)
+      "messages": [                     # every message, each parent before its children
+        {"id": "m1", "parent": null, "role": "user", "content": "Hi?",
+         "status": "done"},
+        {"id": "m2", "parent": "m1", "role": "assistant", "content": "Hello!",
+         "reasoning": "", "status": "done", "finish_reason": "stop", "error": null}
+      ]
+    }
+
+A conversation is a tree: each message names its ``parent`` (null: a first
+message), and messages with the same parent are alternatives (siblings: an
+edited question, a regenerated answer), in the order they were written. The
+branch shown is the path from the root to ``current``. A conversation with no
+alternatives is a chain: each message's parent is the one before it.
+
+``status`` is a final status (``done``, ``stopped``, ``error``, ``timeout``;
+a user message is always ``done``); ``finish_reason`` is why a reply ended
+(see :data:`nbstream.pieces.FinishReason`), ``error`` the one-line error of an
+``error`` / ``timeout`` reply. ``reasoning``, ``finish_reason`` and ``error``
+may be left out. A file with an unknown ``version`` or of the wrong shape
+raises :class:`ConversationFileError`, naming the file and the line (malformed
+JSON) or the entry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, cast, get_args
+
+from .checks import short
+from .pieces import FinishReason
+from .protocol import FINAL_STATUSES, Status
+
+__all__ = [
+    "FORMAT",
+    "VERSION",
+    "ConversationFileError",
+    "StoredMessage",
+    "Transcript",
+    "conversation_markdown",
+    "from_messages",
+    "read",
+    "write",
+]
+
+#: the ``format`` field of a conversation file
+FORMAT = "nbstream-conversation"
+#: the version this nbstream writes, and the only one it reads
+VERSION = 1
+
+StoredRole = Literal["user", "assistant"]
+FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
+#: what a Markdown export says after a reply that did not end normally
+STATUS_NOTES: Mapping[str, str] = {"stopped": "*(stopped)*", "error": "*(error)*",
+                                   "timeout": "*(timed out)*"}
+#: the form ``Reply.history_content(include_reasoning=True)`` writes
+_THINK = re.compile(r"\A<think>\n(.*)\n</think>\n\n", re.DOTALL)
+
+
+class ConversationFileError(ValueError):
+    """A conversation file that cannot be read: malformed JSON, an unknown version, or
+    an entry of the wrong shape (the message names the file and the line or entry)."""
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    """One message of a conversation, as saved."""
+
+    id: str
+    #: the message it answers or follows (None: a first message)
+    parent: str | None
+    role: StoredRole
+    content: str
+    reasoning: str = ""
+    status: Status = "done"
+    finish_reason: FinishReason | None = None
+    error: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The message as the file holds it."""
+        out: dict[str, Any] = {"id": self.id, "parent": self.parent, "role": self.role,
+                               "content": self.content, "status": self.status}
+        if self.role == "assistant":
+            out.update(reasoning=self.reasoning, finish_reason=self.finish_reason,
+                       error=self.error)
+        return out
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """A whole conversation: every message (a tree by ``parent``), and which branch shows."""
+
+    messages: tuple[StoredMessage, ...] = ()
+    #: the last message of the branch shown (None: the last message)
+    current: str | None = None
+    system_prompt: str | None = None
+    title: str = ""
+
+    def branch(self) -> list[StoredMessage]:
+        """The messages shown: the path from the root to :attr:`current`, in order."""
+        if not self.messages:
+            return []
+        by_id = {m.id: m for m in self.messages}
+        node: StoredMessage | None = by_id[self.current] if self.current else self.messages[-1]
+        path: list[StoredMessage] = []
+        while node is not None:
+            path.append(node)
+            node = by_id[node.parent] if node.parent is not None else None
+        path.reverse()
+        return path
+
+    def as_json(self) -> dict[str, Any]:
+        """The file's content."""
+        return {"format": FORMAT, "version": VERSION, "title": self.title,
+                "system_prompt": self.system_prompt, "current": self.current,
+                "messages": [m.as_json() for m in self.messages]}
+
+
+# --------------------------------------------------------------------- files
+def write(path: str | os.PathLike[str], transcript: Transcript) -> Path:
+    """Write ``transcript`` to ``path`` (JSON, UTF-8; replaced whole, never half
+    written); returns the path."""
+    target = Path(path)
+    text = json.dumps(transcript.as_json(), ensure_ascii=False, indent=1) + "\n"
+    tmp = target.with_name(f".{target.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, target)
+    return target
+
+
+def read(path: str | os.PathLike[str]) -> Transcript:
+    """Read a conversation file. Raises :class:`ConversationFileError` when it is not
+    one this version can read (:class:`FileNotFoundError` when it does not exist)."""
+    where = os.fspath(path)
+    text = Path(path).read_text(encoding="utf-8")
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConversationFileError(
+            f"{where}: line {exc.lineno}, column {exc.colno}: not valid JSON ({exc.msg})"
+        ) from None
+    return parse(data, where, text)
+
+
+def parse(data: object, where: str, text: str = "") -> Transcript:
+    """A :class:`Transcript` from a file's decoded JSON; ``where`` names the file in
+    errors, ``text`` (the file's text) lets them name an entry's line."""
+    if not isinstance(data, dict):
+        raise ConversationFileError(f"{where}: not a conversation file (a JSON object with "
+                                    f"'format': {FORMAT!r} is expected, got "
+                                    f"{type(data).__name__})")
+    if data.get("format") != FORMAT:
+        raise ConversationFileError(f"{where}: not a conversation file ('format' is "
+                                    f"{short(data.get('format'))}, expected {FORMAT!r})")
+    version = data.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ConversationFileError(f"{where}: 'version' must be an int, got {short(version)}")
+    if version != VERSION:
+        newer = " (written by a newer nbstream? upgrade it)" if version > VERSION else ""
+        raise ConversationFileError(f"{where}: unknown version {version}; this nbstream reads "
+                                    f"version {VERSION}{newer}")
+    title = data.get("title", "")
+    system_prompt = data.get("system_prompt")
+    current = data.get("current")
+    raw = data.get("messages")
+    if not isinstance(title, str):
+        raise ConversationFileError(f"{where}: 'title' must be a str, got {short(title)}")
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        raise ConversationFileError(f"{where}: 'system_prompt' must be a str or null, got "
+                                    f"{short(system_prompt)}")
+    if not isinstance(raw, list):
+        raise ConversationFileError(f"{where}: 'messages' must be a list, got {short(raw)}")
+    messages: list[StoredMessage] = []
+    seen: set[str] = set()
+    for i, entry in enumerate(raw):
+        try:
+            m = _stored(entry, seen)
+        except (TypeError, ValueError) as exc:
+            raise ConversationFileError(f"{where}: messages[{i}]{_line_of(raw, i, text)}: "
+                                        f"{exc}") from None
+        seen.add(m.id)
+        messages.append(m)
+    if current is not None and (not isinstance(current, str) or current not in seen):
+        raise ConversationFileError(f"{where}: 'current' must be the id of a message or null, "
+                                    f"got {short(current)}")
+    return Transcript(tuple(messages), current, system_prompt, title)
+
+
+def _line_of(raw: list[Any], i: int, text: str) -> str:
+    # the line of entry i, if it has an id, found in the file's text (JSON keeps no
+    # positions): the occurrence of its id after those of earlier entries with that id
+    entry = raw[i]
+    mid = entry.get("id") if isinstance(entry, dict) else None
+    if not isinstance(mid, str) or not text:
+        return ""
+    before = sum(1 for e in raw[:i] if isinstance(e, dict) and e.get("id") == mid)
+    found = list(re.finditer(r'"id"\s*:\s*' + re.escape(json.dumps(mid, ensure_ascii=False)),
+                             text))
+    if len(found) <= before:
+        return f" (id {mid!r})"
+    return f" (id {mid!r}, line {text.count(chr(10), 0, found[before].start()) + 1})"
+
+
+def _stored(entry: object, seen: set[str]) -> StoredMessage:
+    # one message of a file; ValueError says what is wrong with it
+    if not isinstance(entry, dict):
+        raise TypeError(f"must be an object, got {type(entry).__name__} {short(entry)}")
+    mid, parent, role = entry.get("id"), entry.get("parent"), entry.get("role")
+    if not isinstance(mid, str) or not mid:
+        raise TypeError(f"needs a str 'id', got {short(mid)}")
+    if mid in seen:
+        raise ValueError(f"id {mid!r} is used twice")
+    if parent is not None and (not isinstance(parent, str) or parent not in seen):
+        raise ValueError(f"'parent' must be null or the id of an earlier message, got "
+                         f"{short(parent)}")
+    if role not in ("user", "assistant"):
+        raise ValueError(f"'role' must be 'user' or 'assistant', got {short(role)}")
+    fields = _fields(entry, role)
+    return StoredMessage(mid, parent, cast(StoredRole, role), **fields)
+
+
+def _fields(entry: Mapping[str, Any], role: str) -> dict[str, Any]:
+    # content, reasoning, status, finish_reason, error of one message (TypeError: a
+    # field of the wrong type; ValueError: a wrong value)
+    content, reasoning = entry.get("content"), entry.get("reasoning", "")
+    status = entry.get("status", "done")
+    finish, error = entry.get("finish_reason"), entry.get("error")
+    if not isinstance(content, str):
+        raise TypeError(f"needs a str 'content', got {type(content).__name__} "
+                         f"{short(content)}")
+    if reasoning is None:
+        reasoning = ""
+    if not isinstance(reasoning, str):
+        raise TypeError(f"'reasoning' must be a str, got {short(reasoning)}")
+    if status not in FINAL_STATUSES:
+        raise ValueError(f"'status' must be one of {sorted(FINAL_STATUSES)}, got {short(status)}")
+    if role == "user" and (status != "done" or reasoning):
+        raise ValueError("a user message has status 'done' and no reasoning")
+    if finish is not None and finish not in FINISH_REASONS:
+        raise ValueError(f"'finish_reason' must be null or one of {sorted(FINISH_REASONS)}, "
+                         f"got {short(finish)}")
+    if error is not None and not isinstance(error, str):
+        raise TypeError(f"'error' must be a str or null, got {short(error)}")
+    if role == "assistant" and status == "done" and finish is None and "finish_reason" not in entry:
+        finish = "stop"
+    return {"content": content, "reasoning": reasoning, "status": status,
+            "finish_reason": finish, "error": error}
+
+
+# ------------------------------------------------------ OpenAI-style history
+def from_messages(messages: object, where: str) -> Transcript:
+    """A chain :class:`Transcript` from OpenAI-style ``[{"role", "content"}, ...]``.
+
+    Roles ``user`` and ``assistant``, and one ``system`` message first (it
+    becomes the system prompt). An assistant's dict may also carry
+    ``reasoning`` (or ``reasoning_content``), ``status`` (a final status),
+    ``finish_reason`` and ``error``; an assistant's content in the form
+    ``<think>\\n…\\n</think>\\n\\n…`` (what ``to_messages(include_reasoning=True)``
+    writes) is split into reasoning and answer. Other keys (``id``, ``name``...)
+    are ignored. Raises :class:`TypeError` / :class:`ValueError` naming
+    ``where(messages=...)`` and the item.
+    """
+    arg = f"{where}(messages=...)"
+    if messages is None:
+        return Transcript()
+    if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Sequence):
+        raise TypeError(f"{arg} must be a list of {{'role', 'content'}} dicts, got "
+                        f"{type(messages).__name__} {short(messages)}")
+    system_prompt: str | None = None
+    out: list[StoredMessage] = []
+    for i, m in enumerate(messages):
+        if not isinstance(m, Mapping):
+            raise TypeError(f"{arg}: item {i} must be a dict with 'role' and 'content', got "
+                            f"{type(m).__name__} {short(m)}")
+        role = m.get("role")
+        if not isinstance(role, str):
+            raise TypeError(f"{arg}: item {i} needs a str 'role', got {short(role)}")
+        if role == "system":
+            if i != 0:
+                raise ValueError(f"{arg}: item {i} is a 'system' message; only the first "
+                                 "message may be one (it becomes the system prompt)")
+            content = m.get("content")
+            if not isinstance(content, str):
+                raise TypeError(f"{arg}: item 0 needs a str 'content', got "
+                                f"{type(content).__name__} {short(content)}")
+            system_prompt = content
+            continue
+        if role not in ("user", "assistant"):
+            raise ValueError(f"{arg}: item {i} has role {role!r}; a chat starts from 'user' "
+                             "and 'assistant' messages (and one 'system' message first)")
+        entry = dict(m)
+        if "reasoning" not in entry and "reasoning_content" in entry:
+            entry["reasoning"] = entry["reasoning_content"]
+        content = entry.get("content")
+        if role == "assistant" and isinstance(content, str) and not entry.get("reasoning"):
+            think = _THINK.match(content)
+            if think is not None:
+                entry["reasoning"], entry["content"] = think[1], content[think.end():]
+        try:
+            fields = _fields(entry, role)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"{arg}: item {i} {exc}") from None
+        mid = f"h{len(out) + 1}"
+        out.append(StoredMessage(mid, out[-1].id if out else None, cast(StoredRole, role),
+                                 **fields))
+    return Transcript(tuple(out), None, system_prompt)
+
+
+# ------------------------------------------------------------------ Markdown
+def conversation_markdown(messages: Iterable[tuple[str, str, str]]) -> str:
+    """The Markdown of a conversation: ``(role, text, status)`` per message, in order.
+
+    Each message is a ``## You`` or ``## Assistant`` heading, a blank line and
+    its text (newlines at either end left out); a reply that did not end
+    normally adds a note (``*(stopped)*``, ``*(error)*``, ``*(timed out)*``).
+    Messages are separated by a blank line, and the whole ends with a newline.
+    The view's "Copy conversation" (``js/src/transcript.ts``) writes the same.
+    """
+    blocks: list[str] = []
+    for role, text, status in messages:
+        parts = ["## You" if role == "user" else "## Assistant"]
+        body = text.strip("\n")
+        if body:
+            parts.append(body)
+        note = STATUS_NOTES.get(status) if role != "user" else None
+        if note is not None:
+            parts.append(note)
+        blocks.append("\n\n".join(parts))
+    return "\n\n".join(blocks) + "\n" if blocks else ""

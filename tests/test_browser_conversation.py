@@ -1,0 +1,148 @@
+"""Browser test of a chat started from a history, in real JupyterLab (headless Chromium):
+``ChatWidget(source, messages=[...])`` shows every message at once with its status
+and reasoning, never as live; "Copy all" gives ``chat.to_markdown()``; a question
+asked in the view follows the loaded messages (tests/browser/conversation.mjs), in the
+light and the dark theme (screenshots test-artifacts/test_loaded_conversation_renders_and_
+copies_<theme>_-widget.png; the light run in Notebook 7 too, ...-notebook7-widget.png). Edit and branches in the view (tests/browser/branches.mjs):
+Regenerate keeps the old answer, the "< 2 / 2 >" switch goes back, Edit asks anew.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from conftest import JupyterLab, RunScenario
+
+from nbstream import ChatWidget
+from nbstream.sources import ScriptedSource
+
+pytestmark = pytest.mark.browser
+
+ANSWER = (
+    "Here is a **table** and some code:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+    "```python\nprint('hello')\n```\n"
+)
+HISTORY: list[dict[str, Any]] = [
+    {"role": "user", "content": "Show me a table"},
+    {"role": "assistant", "content": ANSWER, "reasoning": "A small table will do."},
+    {"role": "user", "content": "And a long story?"},
+    {"role": "assistant", "content": "Once upon a", "status": "stopped"},
+    {"role": "user", "content": "Try again"},
+    {"role": "assistant", "content": "", "status": "error", "error": "RuntimeError: down"},
+]
+THEMES_SETTING = "lab/api/settings/@jupyterlab/apputils-extension:themes"
+THEME_NAMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+
+
+@pytest.fixture
+def theme_setting(jupyterlab: JupyterLab) -> Iterator[Any]:
+    """Set the server's theme setting; put JupyterLab Light back afterwards."""
+
+    def set_theme(name: str) -> None:
+        jupyterlab.api("PUT", THEMES_SETTING, {"raw": json.dumps({"theme": name})})
+
+    try:
+        yield set_theme
+    finally:
+        set_theme(THEME_NAMES["light"])
+
+
+FOLLOW_UP = "Thanks!"
+REPLY = "You are welcome."
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_loaded_conversation_renders_and_copies(
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str, theme_setting: Any,
+    theme: str,
+) -> None:
+    theme_setting(THEME_NAMES[theme])
+    cell = (
+        "from nbstream import ChatWidget\n"
+        "from nbstream.sources import ScriptedSource\n"
+        f"chat = ChatWidget(ScriptedSource({REPLY!r}, rate=200), title='loaded',\n"
+        f"                  messages={HISTORY!r})\n"
+        "chat"
+    )
+    path = jupyterlab.write_notebook(notebook_name, [cell])
+    # the light run opens the notebook in Notebook 7 too (one screenshot there)
+    nb7 = {}
+    if theme == "light":
+        nb7["nb7_notebook"] = jupyterlab.write_notebook(f"nb7-{notebook_name}", [cell])
+    r = run_scenario("conversation", timeout=300, notebook=path, count=len(HISTORY),
+                     question=FOLLOW_UP, **nb7)
+    assert r["theme"] == THEME_NAMES[theme]
+    loaded = r["loaded"]
+    assert [(m["id"], m["role"], m["status"]) for m in loaded] == [
+        ("m1", "user", "done"), ("m2", "assistant", "done"),
+        ("m3", "user", "done"), ("m4", "assistant", "stopped"),
+        ("m5", "user", "done"), ("m6", "assistant", "error"),
+    ]
+    assert "print('hello')" in loaded[1]["text"] and loaded[1]["reasoning"] is True
+    assert loaded[3]["text"].strip() == "Once upon a" and loaded[3]["label"].startswith("stopped")
+    assert loaded[5]["label"] == "error: RuntimeError: down"
+    # shown as they are: no loaded message was ever queued or running in the view
+    assert {i: s for i, s in r["statuses"].items()} == {
+        m["id"]: [m["status"]] for m in loaded}, r["statuses"]
+
+    # Copy all == to_markdown() of the same chat (built here, in this process)
+    here = ChatWidget(ScriptedSource(REPLY), messages=HISTORY)
+    assert r["copied"] == here.to_markdown(), r["copied"]
+    assert here.send(FOLLOW_UP).wait(30) == REPLY
+    assert r["copied_after"] == here.to_markdown(), r["copied_after"]
+    here.close()
+    assert [(m["id"], m["status"]) for m in r["after"][-2:]] == [("m7", "done"), ("m8", "done")]
+    if nb7:
+        n = r["notebook7"]
+        assert [(m["id"], m["status"]) for m in n["loaded"]] == [
+            (m["id"], m["status"]) for m in loaded]
+        assert n["copied"] == r["copied"]
+        shot7 = Path(n["screenshot_widget"])
+        assert shot7.is_file() and shot7.stat().st_size > 5_000, shot7
+    shot = Path(r["screenshot_widget"])
+    assert shot.is_file() and shot.stat().st_size > 5_000, shot
+
+
+def test_edit_and_branches_in_the_view(
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str
+) -> None:
+    path = jupyterlab.write_notebook(
+        notebook_name,
+        [
+            "import itertools\n"
+            "from nbstream import ChatWidget\n"
+            "from nbstream.sources import IteratorSource\n"
+            "count = itertools.count(1)\n"
+            "def answer(messages):\n"
+            "    yield f\"answer {next(count)} to {messages[-1]['content']}\"\n"
+            "chat = ChatWidget(IteratorSource(answer), title='branches')\n"
+            "chat.send('first question').wait(30)\n"
+            "chat",
+        ],
+    )
+    r = run_scenario("branches", timeout=240, notebook=path)
+    s = r["steps"]
+
+    def brief(step: str) -> list[tuple[str, str, str | None]]:
+        return [(m["id"], m["text"], m["pos"]) for m in s[step]]
+
+    assert brief("asked") == [("m1", "first question", None),
+                              ("m2", "answer 1 to first question", None)]
+    # Regenerate keeps the first answer as an alternative
+    assert brief("regenerated") == [("m1", "first question", None),
+                                    ("m3", "answer 2 to first question", "2 / 2")]
+    assert brief("back") == [("m1", "first question", None),
+                             ("m2", "answer 1 to first question", "1 / 2")]
+    # Edit: the question in the input box, then a new branch from the question
+    assert s["input_on_edit"] == "first question"
+    assert brief("edited") == [("m4", "edited question", "2 / 2"),
+                               ("m5", "answer 3 to edited question", None)]
+    # and back to the original question, with the answer last shown below it
+    assert brief("original") == [("m1", "first question", "1 / 2"),
+                                 ("m2", "answer 1 to first question", "1 / 2")]
+    shot = Path(r["screenshot_widget"])
+    assert shot.is_file() and shot.stat().st_size > 5_000, shot
