@@ -1,0 +1,233 @@
+// Browser benchmark of a responsive page (benchmarks/browser_responsiveness.py
+// runs it; tests/test_browser_responsiveness.py runs a tiny one). Not a timed
+// test: it reports figures.
+//
+// In JupyterLab (frontend "lab") or Notebook 7 ("notebook7"), the notebook's
+// cell 0 shows a ChatWidget on a ScriptedSource typing a long Markdown answer;
+// cell 1 is a probe (print("probe-ok")). The probe is run the way a person
+// runs it (click its prompt, Shift+Enter) `idle_probes` times with nothing
+// streaming, then again and again while the answer streams. A probe's round
+// trip is from the moment the key is pressed (page clock, just before the
+// press is dispatched) to the moment its output node is added to the DOM: it
+// includes the page's input queue, the kernel's execute round trip and the
+// page rendering the output, i.e. everything that makes a busy page feel slow.
+//
+// Long tasks (> 50 ms) are recorded twice: by a PerformanceObserver
+// ('longtask') in the page, and, with `trace`, by a Chromium performance trace
+// over the same span (CDP Tracing.start / Tracing.end through
+// page.context().newCDPSession(page)). Each long task of the trace (a RunTask
+// of the renderer's main thread over 50 ms) is explained: what started it
+// (animation frame, timer, event such as a websocket message, ...), and where
+// its time went, as self time by class: script by where it was entered
+// (the widget: blob: URLs, as anywidget imports it; a JupyterLab / Notebook
+// bundle; an extension such as the widget manager), style, layout (and how
+// much of it script forced by reading layout), paint, GC, HTML parsing. With
+// the sampling profiler in the trace (`profile`), script time is also split by
+// the function that ran (the leaf frame's URL and name), which tells the
+// widget's own code apart from JupyterLab's even when JupyterLab called it.
+//
+// params: { notebook, frontend = "lab", chat_cell = 0, probe_cell = 1,
+//           needle = "probe-ok", idle_probes = 8, probe_gap_ms = 100,
+//           prompt = "Write a long answer", options: window.__nbstreamOptions,
+//           trace = true, profile = true, timeout_ms = 240000,
+//           trace_file: save the raw trace here (gzipped JSON; `node trace.mjs FILE` explains it) }
+import { chat, counters, SEL, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
+import fs from 'node:fs';
+import zlib from 'node:zlib';
+import { cell, openNotebook, runCell, scenario, TOKEN, URL_BASE } from './lab.mjs';
+import { analyseTrace, endTrace, startTrace } from './trace.mjs';
+
+const FINAL = ['done', 'stopped', 'error', 'timeout'];
+
+const quantile = (xs, q) => {
+  if (xs.length === 0) return null;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
+};
+const r1 = (x) => (x === null || x === undefined ? null : Math.round(x * 10) / 10);
+
+/** Notebook 7 exposes no application object: run the widget cell with the keyboard. */
+async function openInNotebook7(page, notebook, chatCell, log) {
+  const encoded = notebook.split('/').map(encodeURIComponent).join('/');
+  const t0 = Date.now();
+  await page.goto(`${URL_BASE}notebooks/${encoded}?token=${TOKEN}`, { timeout: 90_000 });
+  const c = cell(page, chatCell);
+  await c.waitFor({ state: 'visible', timeout: 90_000 });
+  // a cell run before the page's kernel connection is up is dropped: try again until the widget shows
+  for (let attempt = 1; ; attempt++) {
+    await c.locator('.jp-InputPrompt').first().click();
+    await page.keyboard.press('Shift+Enter');
+    try {
+      await page.locator(SEL.root).first().waitFor({ state: 'visible', timeout: 10_000 });
+      break;
+    } catch (err) {
+      if (attempt >= 6) throw err;
+      log(`notebook 7, attempt ${attempt}: no widget yet`);
+    }
+  }
+  return Date.now() - t0;
+}
+
+/**
+ * Run the probe cell once from the keyboard; resolves with { ms, at } (page
+ * clock): from the key press to its output in the DOM.
+ */
+async function probeOnce(page, index, needle, timeout = 30_000) {
+  const target = cell(page, index);
+  await target.locator('.jp-InputPrompt').first().click();
+  const key = `__nbsProbe${Math.random().toString(36).slice(2)}`;
+  await page.evaluate(
+    ({ index, needle, key }) => {
+      const node = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')[index];
+      const state = { start: performance.now(), seenAt: null };
+      window[key] = state;
+      const obs = new MutationObserver((records) => {
+        for (const r of records) {
+          for (const n of r.addedNodes) {
+            if ((n.textContent ?? '').includes(needle)) {
+              state.seenAt = performance.now();
+              obs.disconnect();
+              return;
+            }
+          }
+        }
+      });
+      obs.observe(node, { childList: true, subtree: true });
+      performance.mark('nbs-probe');
+    },
+    { index, needle, key },
+  );
+  await page.keyboard.press('Shift+Enter');
+  await page.waitForFunction((k) => window[k].seenAt !== null, key, { timeout, polling: 'raf' });
+  return page.evaluate((k) => ({ ms: window[k].seenAt - window[k].start, at: window[k].start }), key);
+}
+
+function startLongTasks() {
+  const rec = { longtasks: [], frames: [], stopped: false };
+  const po = new PerformanceObserver((list) => {
+    for (const e of list.getEntries()) rec.longtasks.push({ t: e.startTime, d: e.duration });
+  });
+  po.observe({ type: 'longtask' });
+  const tick = (t) => {
+    if (rec.stopped) return;
+    rec.frames.push(t);
+    requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+  window.__nbsResp = { rec, stop: () => ((rec.stopped = true), po.disconnect()) };
+}
+
+// ---- the scenario --------------------------------------------------------
+
+await scenario(async ({ page, params, log }) => {
+  const frontend = params.frontend ?? 'lab';
+  const chatCell = params.chat_cell ?? 0;
+  const probeCell = params.probe_cell ?? 1;
+  const needle = params.needle ?? 'probe-ok';
+  const gap = params.probe_gap_ms ?? 100;
+  const trace = params.trace ?? true;
+  const options = params.options ?? {};
+  await page.addInitScript((o) => {
+    window.__nbstreamOptions = o;
+  }, options);
+
+  let openMs;
+  if (frontend === 'lab') {
+    openMs = await openNotebook(page, params.notebook);
+    await runCell(page, chatCell);
+  } else if (frontend === 'notebook7') {
+    openMs = await openInNotebook7(page, params.notebook, chatCell, log);
+  } else {
+    throw new Error(`unknown frontend ${frontend}`);
+  }
+  await waitForChat(page);
+  // the first probe also warms the kernel's execute path up; it is not counted
+  await probeOnce(page, probeCell, needle);
+  await page.evaluate(startLongTasks);
+  const cdp = trace ? await startTrace(page, { profile: params.profile ?? true }) : null;
+  await page.evaluate(() => performance.mark('nbs-trace-start'));
+
+  const idle = [];
+  for (let i = 0; i < (params.idle_probes ?? 8); i++) {
+    idle.push(await probeOnce(page, probeCell, needle));
+    await page.waitForTimeout(gap); // the probe's pacing: one person running a cell now and then
+  }
+
+  const c0 = await counters(page);
+  await page.evaluate(() => performance.mark('nbs-stream-start'));
+  const tSend = await page.evaluate(() => performance.now());
+  const id = await sendPrompt(page, params.prompt ?? 'Write a long answer', { fill: true });
+  let finished = null;
+  const done = waitForStatus(page, id, FINAL, { timeout: params.timeout_ms ?? 240_000 }).then((s) => {
+    finished = s;
+    return s;
+  });
+  const during = [];
+  while (finished === null) {
+    const p = await probeOnce(page, probeCell, needle);
+    if (finished === null) during.push(p);
+    await page.waitForTimeout(gap); // the probe's pacing, as above
+  }
+  const status = await done;
+  const tFinal = await page.evaluate(() => {
+    performance.mark('nbs-stream-end');
+    return performance.now();
+  });
+  const c1 = await counters(page);
+  await page.waitForTimeout(300);
+  const rec = await page.evaluate(() => {
+    window.__nbsResp.stop();
+    return window.__nbsResp.rec;
+  });
+  let traced = null;
+  if (cdp) {
+    const t0 = Date.now();
+    const events = await endTrace(cdp);
+    if (params.trace_file) fs.writeFileSync(params.trace_file, zlib.gzipSync(JSON.stringify(events)));
+    traced = analyseTrace(events);
+    traced.read_ms = Date.now() - t0;
+    log(`trace: ${events.length} events, ${traced.long_tasks} long tasks`);
+  }
+  const chars = await chat(page).locator(`${SEL.message}[data-id="${id}"] ${SEL.text}`).evaluate((el) => el.textContent.length);
+
+  const inStream = (t) => t >= tSend && t <= tFinal;
+  const lt = rec.longtasks;
+  const ltStream = lt.filter((e) => inStream(e.t));
+  const frames = rec.frames.filter(inStream);
+  const gaps = frames.slice(1).map((t, i) => t - frames[i]);
+  const ms = (xs) => xs.map((p) => p.ms);
+  const stat = (xs) => ({ n: xs.length, p50: r1(quantile(xs, 0.5)), p95: r1(quantile(xs, 0.95)), max: r1(xs.length ? Math.max(...xs) : null) });
+  const idleStat = stat(ms(idle));
+  const duringStat = stat(ms(during));
+  return {
+    frontend,
+    options,
+    status,
+    open_ms: openMs,
+    chars,
+    stream_ms: r1(tFinal - tSend),
+    probe_idle_ms: idleStat,
+    probe_stream_ms: duringStat,
+    probe_ratio: {
+      p50: idleStat.p50 ? r1(duringStat.p50 / idleStat.p50) : null,
+      p95: idleStat.p95 ? r1(duringStat.p95 / idleStat.p95) : null,
+    },
+    probes: { idle: ms(idle).map(r1), stream: ms(during).map(r1) },
+    long_tasks: {
+      count: ltStream.length,
+      idle_count: lt.length - ltStream.length,
+      max_ms: r1(ltStream.length ? Math.max(...ltStream.map((e) => e.d)) : 0),
+      total_ms: r1(ltStream.reduce((a, e) => a + e.d, 0)),
+    },
+    frames: { count: frames.length, gap_p95_ms: r1(quantile(gaps, 0.95)), gaps_over_50: gaps.filter((g) => g > 50).length, gap_max_ms: r1(gaps.length ? Math.max(...gaps) : null) },
+    widget: {
+      renders: c1.renders - c0.renders,
+      frames: c1.frames - c0.frames,
+      deltas: c1.deltas - c0.deltas,
+      acks: c1.acks - c0.acks,
+      render_ms: r1(c1.render_ms - c0.render_ms),
+      max_render_ms: r1(c1.max_render_ms),
+    },
+    trace: traced,
+  };
+});
