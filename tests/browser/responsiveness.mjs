@@ -5,7 +5,7 @@
 // In JupyterLab (frontend "lab") or Notebook 7 ("notebook7"), the notebook's
 // cell 0 shows a ChatWidget on a ScriptedSource typing a long Markdown answer;
 // cell 1 is a probe (print("probe-ok")). The probe is run the way a person
-// runs it (click its prompt, Shift+Enter) `idle_probes` times with nothing
+// runs it (click its prompt once, then Ctrl+Enter) `idle_probes` times with nothing
 // streaming, then again and again while the answer streams. A probe's round
 // trip is from the moment the key is pressed (page clock, just before the
 // press is dispatched) to the moment its output node is added to the DOM: it
@@ -29,9 +29,10 @@
 // params: { notebook, frontend = "lab", chat_cell = 0, probe_cell = 1,
 //           needle = "probe-ok", idle_probes = 8, probe_gap_ms = 100,
 //           prompt = "Write a long answer", options: window.__nbstreamOptions,
+//           css: an extra style sheet for the page (experiments),
 //           trace = true, profile = true, timeout_ms = 240000,
 //           trace_file: save the raw trace here (gzipped JSON; `node trace.mjs FILE` explains it) }
-import { chat, counters, SEL, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
+import { chat, counters, SEL, sendPrompt, waitForChat } from './chat.mjs';
 import fs from 'node:fs';
 import zlib from 'node:zlib';
 import { cell, openNotebook, runCell, scenario, TOKEN, URL_BASE } from './lab.mjs';
@@ -55,9 +56,9 @@ async function openInNotebook7(page, notebook, chatCell, log) {
   await c.waitFor({ state: 'visible', timeout: 90_000 });
   // a cell run before the page's kernel connection is up is dropped: try again until the widget shows
   for (let attempt = 1; ; attempt++) {
-    await c.locator('.jp-InputPrompt').first().click();
-    await page.keyboard.press('Shift+Enter');
     try {
+      await c.locator('.jp-InputPrompt').first().click({ timeout: 20_000 });
+      await page.keyboard.press('Shift+Enter');
       await page.locator(SEL.root).first().waitFor({ state: 'visible', timeout: 10_000 });
       break;
     } catch (err) {
@@ -68,38 +69,71 @@ async function openInNotebook7(page, notebook, chatCell, log) {
   return Date.now() - t0;
 }
 
+/** Select the probe cell as a person does: a click on its prompt (command mode). */
+async function selectCell(page, index) {
+  await cell(page, index).locator('.jp-InputPrompt').first().click();
+}
+
 /**
- * Run the probe cell once from the keyboard; resolves with { ms, at } (page
- * clock): from the key press to its output in the DOM.
+ * Run the selected probe cell once from the keyboard (Ctrl+Enter: run it and
+ * stay on it, so the next probe needs no click); resolves with { ms, at }
+ * (page clock): from the key press to its output in the DOM. The page is
+ * waited on through a promise that a MutationObserver resolves: no polling
+ * that would load the page being measured.
  */
 async function probeOnce(page, index, needle, timeout = 30_000) {
-  const target = cell(page, index);
-  await target.locator('.jp-InputPrompt').first().click();
-  const key = `__nbsProbe${Math.random().toString(36).slice(2)}`;
   await page.evaluate(
-    ({ index, needle, key }) => {
+    ({ index, needle, timeout }) => {
       const node = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')[index];
-      const state = { start: performance.now(), seenAt: null };
-      window[key] = state;
-      const obs = new MutationObserver((records) => {
-        for (const r of records) {
-          for (const n of r.addedNodes) {
-            if ((n.textContent ?? '').includes(needle)) {
-              state.seenAt = performance.now();
-              obs.disconnect();
-              return;
+      const start = performance.now();
+      window.__nbsProbe = new Promise((resolve, reject) => {
+        const timer = setTimeout(() => {
+          obs.disconnect();
+          reject(new Error(`no "${needle}" in cell ${index} after ${timeout} ms`));
+        }, timeout);
+        const obs = new MutationObserver((records) => {
+          for (const r of records) {
+            for (const n of r.addedNodes) {
+              if ((n.textContent ?? '').includes(needle)) {
+                clearTimeout(timer);
+                obs.disconnect();
+                resolve({ ms: performance.now() - start, at: start });
+                return;
+              }
             }
           }
-        }
+        });
+        obs.observe(node, { childList: true, subtree: true });
       });
-      obs.observe(node, { childList: true, subtree: true });
       performance.mark('nbs-probe');
     },
-    { index, needle, key },
+    { index, needle, timeout },
   );
-  await page.keyboard.press('Shift+Enter');
-  await page.waitForFunction((k) => window[k].seenAt !== null, key, { timeout, polling: 'raf' });
-  return page.evaluate((k) => ({ ms: window[k].seenAt - window[k].start, at: window[k].start }), key);
+  await page.keyboard.press('Control+Enter');
+  return page.evaluate(() => window.__nbsProbe);
+}
+
+/** Resolves with the message's status once it is final; a MutationObserver, no polling. */
+function finalStatus(page, id, timeout) {
+  return page.evaluate(
+    ({ sel, id, final, timeout }) =>
+      new Promise((resolve, reject) => {
+        const m = document.querySelector(`${sel.root} ${sel.message}[data-id="${CSS.escape(id)}"]`);
+        const check = () => (final.includes(m.dataset.status) ? m.dataset.status : null);
+        if (check()) return resolve(check());
+        const timer = setTimeout(() => reject(new Error(`reply ${id} not final after ${timeout} ms`)), timeout);
+        const obs = new MutationObserver(() => {
+          const s = check();
+          if (s) {
+            clearTimeout(timer);
+            obs.disconnect();
+            resolve(s);
+          }
+        });
+        obs.observe(m, { attributes: true, attributeFilter: ['data-status'] });
+      }),
+    { sel: SEL, id, final: FINAL, timeout },
+  );
 }
 
 function startLongTasks() {
@@ -127,9 +161,20 @@ await scenario(async ({ page, params, log }) => {
   const gap = params.probe_gap_ms ?? 100;
   const trace = params.trace ?? true;
   const options = params.options ?? {};
-  await page.addInitScript((o) => {
-    window.__nbstreamOptions = o;
-  }, options);
+  await page.addInitScript(
+    ({ o, css }) => {
+      window.__nbstreamOptions = o;
+      if (css) {
+        // an experiment's extra style sheet (benchmarks/browser_responsiveness.py --variants)
+        document.addEventListener('DOMContentLoaded', () => {
+          const style = document.createElement('style');
+          style.textContent = css;
+          document.head.appendChild(style);
+        });
+      }
+    },
+    { o: options, css: params.css ?? '' },
+  );
 
   let openMs;
   if (frontend === 'lab') {
@@ -142,13 +187,14 @@ await scenario(async ({ page, params, log }) => {
   }
   await waitForChat(page);
   // the first probe also warms the kernel's execute path up; it is not counted
+  await selectCell(page, probeCell);
   await probeOnce(page, probeCell, needle);
   await page.evaluate(startLongTasks);
   const cdp = trace ? await startTrace(page, { profile: params.profile ?? true }) : null;
   await page.evaluate(() => performance.mark('nbs-trace-start'));
 
   const idle = [];
-  for (let i = 0; i < (params.idle_probes ?? 8); i++) {
+  for (let i = 0; i < (params.idle_probes ?? 12); i++) {
     idle.push(await probeOnce(page, probeCell, needle));
     await page.waitForTimeout(gap); // the probe's pacing: one person running a cell now and then
   }
@@ -158,10 +204,11 @@ await scenario(async ({ page, params, log }) => {
   const tSend = await page.evaluate(() => performance.now());
   const id = await sendPrompt(page, params.prompt ?? 'Write a long answer', { fill: true });
   let finished = null;
-  const done = waitForStatus(page, id, FINAL, { timeout: params.timeout_ms ?? 240_000 }).then((s) => {
+  const done = finalStatus(page, id, params.timeout_ms ?? 240_000).then((s) => {
     finished = s;
     return s;
   });
+  await selectCell(page, probeCell); // sending left the focus in the chat's input box
   const during = [];
   while (finished === null) {
     const p = await probeOnce(page, probeCell, needle);
