@@ -7,15 +7,16 @@ sees, regenerate); the pipeline is :class:`~nbstream.widget.StreamingWidget`.
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, cast
 
 import traitlets
 
 from .checks import check_prompt, check_system_prompt, check_title, short
+from .generation import GenerationOptions, check_generation
 from .options import StreamOptions, Unpack, parse_options, with_options
 from .reply import Reply
 from .sources.base import Source
-from .widget import StreamingWidget, UserTurn
+from .widget import MAX_VIEW_TEXT, BadViewMessage, StreamingWidget, UserTurn
 
 log = logging.getLogger("nbstream")
 
@@ -64,12 +65,16 @@ class ChatWidget(StreamingWidget):
         *,
         title: str = "",
         system_prompt: str | None = None,
+        generation: GenerationOptions | None = None,
         **options: Unpack[StreamOptions],
     ) -> None:
         """A chat on ``source`` (None: the embedded default model).
 
         ``title`` is shown in the header; ``system_prompt`` is sent first to
-        the model with every question.
+        the model with every question (shown at the top of the chat, where it
+        can be edited; see :attr:`system_prompt`). ``generation``: options of
+        each reply, such as ``{"temperature": 0.2, "max_new_tokens": 200}``
+        (see :attr:`generation`).
         """
         opts = parse_options(ChatWidget.__init__, options)
         check_system_prompt(system_prompt, "ChatWidget")
@@ -78,8 +83,33 @@ class ChatWidget(StreamingWidget):
         super().__init__(title=title, options=opts, source_label=source.label, mode="chat")
         self.source = source
         self.system_prompt = system_prompt
+        self.generation = generation
 
     # ------------------------------------------------------------- public API
+    # ``system_prompt`` (a synced trait of StreamingWidget): setting it, from
+    # Python or in the view, applies to the next question; a reply already
+    # asked keeps the system prompt it was asked with.
+
+    @property
+    def generation(self) -> GenerationOptions:
+        """The generation options each new reply is asked with (a copy):
+        ``temperature`` (0: greedy), ``top_p``, ``max_new_tokens`` (also spelled
+        ``max_tokens``) and ``stop``, for sources that take them
+        (``TransformersSource``, ``OpenAISource``), over the source's own settings.
+
+        Set it to a dict (or None: the source's own settings); the names and
+        values are checked at once (a clear error names the key). It applies to
+        the next question; each reply keeps its own (``reply.generation``), and
+        its status line shows the options in force on hover (``reply.options``).
+        """
+        return cast(GenerationOptions, dict(self._generation))
+
+    @generation.setter
+    def generation(self, value: GenerationOptions | None) -> None:
+        self._generation = check_generation(
+            value, "ChatWidget.generation", label=self.source.label,
+            supported=self.source.generation_options)
+
     def send(self, text: str) -> Reply:
         """Ask ``text``; returns a :class:`Reply` at once (generation runs on a worker)."""
         check_prompt(text)
@@ -151,6 +181,14 @@ class ChatWidget(StreamingWidget):
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
         if kind == "regenerate":
             self.regenerate()
+            return True
+        if kind == "system_prompt":  # an edit in the view
+            text = content.get("text")
+            if not isinstance(text, str):
+                raise BadViewMessage("system_prompt without a str text")
+            if len(text) > MAX_VIEW_TEXT:
+                raise BadViewMessage(f"system_prompt of more than {MAX_VIEW_TEXT} characters")
+            self.system_prompt = text if text.strip() else None
             return True
         if kind == "continue":
             rid = content.get("id")

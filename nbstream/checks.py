@@ -35,10 +35,13 @@ def check_prompt(text: object, where: str = "send") -> str:
     return text
 
 
-def check_system_prompt(system_prompt: object, where: str) -> str | None:
-    """``system_prompt`` if it is None or a str."""
+def check_system_prompt(system_prompt: object, where: str, *,
+                        attribute: bool = False) -> str | None:
+    """``system_prompt`` if it is None or a str (``attribute``: the error names
+    ``where.system_prompt`` rather than the constructor's argument)."""
     if system_prompt is not None and not isinstance(system_prompt, str):
-        raise TypeError(f"{where}(system_prompt=...) must be a str or None, got "
+        name = f"{where}.system_prompt" if attribute else f"{where}(system_prompt=...)"
+        raise TypeError(f"{name} must be a str or None, got "
                         f"{type(system_prompt).__name__} {short(system_prompt)}")
     return system_prompt
 

@@ -19,7 +19,9 @@ Direction rules (who may send what, how often, and why):
   - ``"m<i>"``: :class:`MessageMeta` of message ``m<i>`` (role, status, seq,
     finish reason, the figures of a finished reply...), or null once the
     message was removed (Clear, Regenerate). Sent when it is new, when its
-    status changes and when it ends. Never holds an assistant's text.
+    status changes and when it ends; while it is ``loading``, also when its
+    source reports progress (at most every 0.25 s). Never holds an
+    assistant's text.
   - ``"m<i>.<s>"``: :data:`DeltaBody` of the ``s``-th delta of message
     ``m<i>`` (``s`` counts from 1): what it appends, a string (all answer) or
     a list of ``[part type, text]`` runs in order. Written once, never changed
@@ -53,7 +55,7 @@ Direction rules (who may send what, how often, and why):
   without another redesign.
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
   :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
-  :class:`ContinueMsg`), :class:`HelloMsg` when a view is rendered (the
+  :class:`ContinueMsg`, :class:`SystemPromptMsg`), :class:`HelloMsg` when a view is rendered (the
   kernel re-sends the metas of live messages and ``live``), and
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
   them on its main thread (or on a subshell thread with
@@ -91,6 +93,15 @@ Role = Literal["user", "assistant", "system"]
 DeltaBody = str | list[list[str]]
 
 
+class LoadingMeta(TypedDict):
+    """What a loading reply waits for, as its source last said (see ``loading.py``)."""
+
+    #: one short line: "preparing the model (first run, once)", "loading model"
+    text: str
+    #: how far, 0..1 (rounded to 0.001); null: unknown
+    fraction: float | None
+
+
 class MessageMetaExtras(TypedDict, total=False):
     """Keys a :class:`MessageMeta` carries only where they apply."""
 
@@ -105,6 +116,12 @@ class MessageMetaExtras(TypedDict, total=False):
     error: str
     #: optional details (traceback) shown on demand
     detail: str
+    #: while ``loading``, where the source reported it: what it waits for and how far.
+    #: Sent with the meta, the latest report at most every 0.25 s (``stream.py``)
+    progress: LoadingMeta
+    #: an assistant's generation options in force (``temperature``,
+    #: ``max_new_tokens``...; see :mod:`nbstream.generation`); absent: none known
+    options: dict[str, Any]
 
 
 class MessageMeta(MessageMetaExtras):
@@ -125,6 +142,8 @@ class MessageStateExtras(TypedDict, total=False):
     pane: int
     #: why a finished reply ended (absent while it runs; None: no end marker)
     finish_reason: FinishReason | None
+    #: the generation options in force (see :class:`MessageMetaExtras`)
+    options: dict[str, Any]
 
 
 class MessageState(MessageStateExtras):
@@ -192,6 +211,14 @@ class ContinueMsg(TypedDict):
     id: str
 
 
+class SystemPromptMsg(TypedDict):
+    """View -> kernel: the user edited the system prompt (``""``: none); it applies
+    to the next question (``ChatWidget``)."""
+
+    kind: Literal["system_prompt"]
+    text: str
+
+
 class HelloMsg(TypedDict):
     """View -> kernel: a view was rendered; bring it up to date."""
 
@@ -215,8 +242,8 @@ class AckMsg(TypedDict):
     render_ms: float
 
 
-ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | HelloMsg | ResyncMsg
-           | AckMsg)
+ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
+           | HelloMsg | ResyncMsg | AckMsg)
 
 #: the keys of the widget's state that are not per message
 LAST_ID_KEY = "last_id"

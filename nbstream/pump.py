@@ -24,6 +24,9 @@ piece of a stream is sent at once, because time to first token is what makes
 streaming feel fast; after that a stream flushes at most once per interval,
 and all text that arrived in between travels as one delta. A stream that ends
 is settled at once, its unsent tail sent with its final meta in one message.
+A loading model's progress reports (``Stream.take_loading``) follow the same
+rhythm: the first at once, then the latest at most every
+``stream.LOADING_INTERVAL`` (0.25 s), in the message's meta.
 
 Flow control (credits): a view acknowledges the newest delta it rendered, with
 the mean DOM time of its frames since its last ack, but sparsely
@@ -109,6 +112,8 @@ class Outgoing:
     resend: dict[str, int] = field(default_factory=dict)
     #: the streams still live after this step, for the ``live`` key
     live: list[Stream] = field(default_factory=list)
+    #: the streams that ended in this step: final-sent once this goes out
+    ended: list[Stream] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.deltas or self.changed or self.resend)
@@ -201,12 +206,19 @@ class Pump:
             ch.closed = True
             if ch in self._channels:
                 self._channels.remove(ch)
+            orphans = [*ch.streams, *ch.ended]
+        for s in orphans:  # nothing will send their ending: no one waits for it
+            s.final_sent()
 
     def add_stream(self, ch: Channel, stream: Stream) -> None:
         """Let the pump flush ``stream`` through ``ch``, and publish the new message."""
         stream.on_wake = lambda s: self.wake()
         stream.on_status = lambda s: self.publish(ch, [s.id])
+        stream.attach()
         with self._cond:
+            if ch.closed:
+                stream.final_sent()
+                return
             ch.streams.append(stream)
             ch.changed.add(stream.id)
             self._woken = True
@@ -335,10 +347,13 @@ class Pump:
                             log.debug("%s ended: %s %s", s.id, s.status, s.stats())
                         ch.streams.remove(s)
                         ch.ended.append(s)
+                        out.ended.append(s)
                         # the unsent tail, flushed by settle, goes with the final meta
                         out.deltas.extend(s.take_tail())
                         ch.changed.add(s.id)
                         continue
+                    if s.take_loading(now):  # a loading report (rate-bounded by the stream)
+                        ch.changed.add(s.id)
                     d = s.take(now)
                     if d is not None:
                         out.deltas.append(d)
@@ -375,6 +390,9 @@ class Pump:
                         log.debug("metas %s sent", ", ".join(sorted(out.changed)))
             except Exception:  # a closed comm must not kill the pump
                 log.exception("nbstream: sending to the view failed")
+            finally:
+                for s in out.ended:
+                    s.final_sent()
         return next_at
 
     def _run(self) -> None:

@@ -4,6 +4,8 @@
 (which owns the text and the status) plus the job that runs the source on a
 lane's worker thread (:func:`run_reply`). Any thread may read a reply or stop
 it; only the worker thread produces into it; only the pump finalizes it.
+While the source prepares (loads its model), what it reports with
+:func:`nbstream.loading.report_loading` goes to this reply's stream.
 """
 
 from __future__ import annotations
@@ -12,13 +14,20 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
+from .generation import GenerationOptions
+from .loading import reporting_to
 from .pieces import FinishReason, Outcome
 from .protocol import Status
 from .sources.base import Cancelled, ChatMessage, Source
 from .stream import Stream
 from .trace import Trace
+
+#: how long :meth:`Reply.wait` waits, after the ending, for the pump to hand the
+#: final state to the widget's comm (it takes one pump step; this only bounds a
+#: pump that is gone)
+FINAL_SEND_WAIT = 5.0
 
 log = logging.getLogger("nbstream")
 
@@ -54,6 +63,7 @@ class Reply:
         messages: Sequence[ChatMessage] | Callable[[], Sequence[ChatMessage]],
         prompt: str = "",
         on_interrupt: Callable[[], object] | None = None,
+        generation: GenerationOptions | None = None,
     ) -> None:
         self._stream = stream
         #: what a kernel interrupt during wait() stops (the widget, else this reply)
@@ -67,6 +77,8 @@ class Reply:
         #: which pane of a Compare widget shows it (None elsewhere)
         self.pane: int | None = None
         self._outcome: Outcome | None = None
+        self._generation = cast(GenerationOptions, dict(generation or {}))
+        self._options = source.options_in_force(self._generation)
 
     def _resolve_messages(self) -> list[ChatMessage]:
         msgs = self._messages
@@ -110,6 +122,18 @@ class Reply:
         if include_reasoning and reasoning:
             return f"<think>\n{reasoning}\n</think>\n\n{text}"
         return text
+
+    @property
+    def generation(self) -> GenerationOptions:
+        """The generation options this reply asked its source for (a copy; the
+        widget's ``generation`` when it was asked)."""
+        return cast(GenerationOptions, dict(self._generation))
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The generation options in force for this reply, the source's defaults
+        included where it knows them (what the view shows on hover; a copy)."""
+        return dict(self._options)
 
     @property
     def status(self) -> Status:
@@ -159,7 +183,8 @@ class Reply:
     stop = cancel
 
     def wait(self, timeout: float | None = None) -> str:
-        """Block until the reply ends; return its text. Each ending, by status:
+        """Block until the reply ends and its ending is in the widget's state (a
+        notebook saved after the cell keeps it); return its text. Each ending, by status:
 
         * ``done``: returns the whole text.
         * ``stopped`` (Stop, Escape, ``stop()``, ``cancel()``): returns the text
@@ -181,6 +206,11 @@ class Reply:
             while not self._stream.wait(0.1):
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"reply {self.id} still {self.status} after {timeout} s")
+            # and its ending is in the widget's state (a notebook saved after this cell
+            # keeps it); bounded, should the pump be gone
+            handed = time.monotonic() + FINAL_SEND_WAIT
+            while not self._stream.wait_final_sent(0.1) and time.monotonic() < handed:
+                pass
         except KeyboardInterrupt:
             self._on_interrupt()
             self.cancel()  # if the widget is gone, still this reply
@@ -205,11 +235,13 @@ def run_reply(reply: Reply) -> None:
     try:
         if not source.prepared:
             stream.set_status("loading")
-            source.prepare()
+            with reporting_to(stream.report_loading):  # the source's report_loading() calls
+                source.prepare()
         if stream.final:
             return
         stream.set_status("running")
-        outcome = source.generate(reply._resolve_messages(), stream.put, stream.cancel_event)
+        outcome = source.generate_with(reply._resolve_messages(), stream.put,
+                                       stream.cancel_event, reply.generation)
         reply._outcome = outcome = outcome if isinstance(outcome, Outcome) else Outcome()
         tokens = outcome.figures.get("tokens")
         if isinstance(tokens, int):

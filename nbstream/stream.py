@@ -3,11 +3,15 @@
 Threads and ownership (all fields are guarded by ``self._cond``):
 
 * the **producer** (a worker thread running a source) calls :meth:`put`,
-  :meth:`set_status`, :meth:`finish` and :meth:`fail`;
-* the **pump** thread calls :meth:`take`, :meth:`settle` and :meth:`state`;
-  it alone sends, so it alone advances ``seq``;
+  :meth:`set_status`, :meth:`report_loading`, :meth:`finish` and :meth:`fail`;
+* the **pump** thread calls :meth:`take`, :meth:`take_loading`,
+  :meth:`settle` and :meth:`state`; it alone sends, so it alone advances
+  ``seq``;
 * **any** thread may call :meth:`cancel`, read :attr:`text` / :attr:`status`
-  and :meth:`wait`.
+  and :meth:`wait`, and :meth:`wait_final_sent`: a stream the pump carries
+  (:meth:`attach`) is *final-sent* once the pump handed its final meta to the
+  widget's comm (:meth:`final_sent`), so that ``reply.wait()`` returns only
+  when the widget's state (what a saved notebook keeps) holds the ending.
 
 A message is made of **parts**: runs of text of one type (``"reasoning"``,
 ``"answer"``; see ``pieces.py``), in the order they arrived. A piece's type is
@@ -24,6 +28,11 @@ after the user pressed Stop.
 ``_pending`` is bounded (``max_pending`` characters): a producer that outruns
 the pump waits in :meth:`put` (backpressure) instead of growing memory.
 
+While the status is ``loading``, the source may say what it waits for and how
+far it got (:mod:`nbstream.loading`): the stream keeps only the latest report,
+and the pump sends it with the message's meta at most once per
+:data:`LOADING_INTERVAL` (the first at once), however often the source reports.
+
 This module knows nothing of widgets, comms or threads other than through
 the callbacks it is given, so a list and a fake clock test it.
 """
@@ -39,10 +48,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .loading import LoadingProgress
 from .pieces import Cancelled, FinishReason, Outcome, PartType, part_type
 from .protocol import Status
 
 Clock = Callable[[], float]
+
+#: a loading report reaches the view at most once per this many seconds (the first
+#: at once): a source may report per tensor, the view needs a few updates a second
+LOADING_INTERVAL = 0.25
 
 
 #: What one delta appends to a message: a ``str`` when it is all answer text
@@ -171,6 +185,11 @@ class Stream:
         self._error: BaseException | None = None
         self._error_text: str | None = None
         self._detail: str | None = None
+        #: while loading: the source's latest report; versions made and sent (pump)
+        self._loading: LoadingProgress | None = None
+        self._loading_made = 0
+        self._loading_sent = 0
+        self._loading_sent_at = -math.inf
 
         # figures
         self.created_at = clock()
@@ -192,6 +211,9 @@ class Stream:
         #: bytes sent to the view for this message (written by the pump thread)
         self._wire_bytes = 0
         self._done = threading.Event()
+        #: set by the pump once the final meta went to the comm (see wait_final_sent)
+        self._final_sent = threading.Event()
+        self._attached = False
 
     # ------------------------------------------------------------------ producer
     def put(self, piece: str) -> None:
@@ -237,10 +259,26 @@ class Stream:
                 return
             changed = self._status != status
             self._status = status
+            if status != "loading":  # a report not sent yet is news no more
+                self._loading_sent = self._loading_made
             if status == "running" and self.started_at is None:
                 self.started_at = self._clock()
         if changed:
             self.on_status(self)
+
+    def report_loading(self, progress: LoadingProgress) -> None:
+        """While the status is ``loading``: what the source is doing and how far it
+        got (kept until the next report; ignored in any other status). Never blocks."""
+        with self._cond:
+            if self._status != "loading" or not self._open() or progress == self._loading:
+                return
+            self._loading = progress
+            self._loading_made += 1
+            # wake the pump when this is the first report it has not sent: it then
+            # knows when the next send is due, so later reports need no wake-up
+            wake = self._loading_made == self._loading_sent + 1
+        if wake:
+            self.on_wake(self)
 
     def finish(self, outcome: Outcome | None = None) -> None:
         """The producer ended normally (``outcome``: how, as the source said); the
@@ -282,6 +320,12 @@ class Stream:
     def status(self) -> Status:
         with self._cond:
             return self._status
+
+    @property
+    def loading(self) -> LoadingProgress | None:
+        """The source's latest loading report while the status is ``loading``, else None."""
+        with self._cond:
+            return self._loading if self._status == "loading" else None
 
     @property
     def seq(self) -> int:
@@ -337,7 +381,22 @@ class Stream:
         """Block until the status is final; False on timeout."""
         return self._done.wait(timeout)
 
+    def wait_final_sent(self, timeout: float | None = None) -> bool:
+        """Block until the final meta was handed to the comm; False on timeout.
+        True at once for a stream no pump carries."""
+        if not self._attached:
+            return True
+        return self._final_sent.wait(timeout)
+
     # ------------------------------------------------------------------- pump
+    def attach(self) -> None:
+        """A pump carries this stream from now on (its ending will be sent)."""
+        self._attached = True
+
+    def final_sent(self) -> None:
+        """The pump handed the final meta to the comm (or gave up: the channel closed)."""
+        self._final_sent.set()
+
     def due_at(self) -> float | None:
         """When the pump should next act on this stream (None: not until woken)."""
         with self._cond:
@@ -348,6 +407,8 @@ class Stream:
             t = math.inf
             if self._pending and not self._window_full():
                 t = self._last_flush + self.interval
+            if self._loading_made != self._loading_sent:
+                t = min(t, self._loading_sent_at + LOADING_INTERVAL)
             return min(t, self._deadline())
 
     def _window_full(self) -> bool:
@@ -413,6 +474,18 @@ class Stream:
         self._last_flush = now
         self._cond.notify_all()  # room for a producer waiting in put()
         return Delta(self.id, self._seq, body)
+
+    def take_loading(self, now: float) -> bool:
+        """True if a loading report the view has not seen is due at ``now``: the pump
+        then sends the meta (which carries :attr:`loading`), and the next report
+        waits :data:`LOADING_INTERVAL`."""
+        with self._cond:
+            if (self._loading_made == self._loading_sent
+                    or now < self._loading_sent_at + LOADING_INTERVAL):
+                return False
+            self._loading_sent = self._loading_made
+            self._loading_sent_at = now
+            return self._status == "loading" and not self._final
 
     def take_tail(self) -> list[Delta]:
         """The deltas :meth:`settle` flushed that :meth:`take` did not hand out (the

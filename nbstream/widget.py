@@ -17,6 +17,10 @@ Who owns what:
   browser receives them in order. They are no traitlets: the widget's history
   is their source of truth, and :meth:`StreamingWidget.get_state` adds them
   (whole) for a view that asks for the state.
+* ``system_prompt`` (a synced trait) is set by the user's cells or by the view's
+  ``system_prompt`` command (main or subshell thread); a reply reads it once, when
+  it is asked (:meth:`StreamingWidget._new_reply`), and so do the generation
+  options (``_generation``, replaced whole, never mutated).
 * View messages (:meth:`_on_view_msg`) arrive on the kernel's main thread, or
   a subshell thread; the handler only enqueues or flags and never blocks.
 """
@@ -36,7 +40,9 @@ import anywidget
 import traitlets
 
 from . import lanes
+from .checks import check_system_prompt
 from .doctor import warn_unsupported_frontend
+from .generation import GenerationOptions
 from .options import Options
 from .protocol import (
     FINAL_STATUSES,
@@ -44,6 +50,7 @@ from .protocol import (
     LIVE_KEY,
     REMOVED_KEY,
     DeltaBody,
+    LoadingMeta,
     MessageMeta,
     MessageState,
     delta_key,
@@ -93,10 +100,17 @@ def reply_meta(reply: Reply) -> MessageMeta:
         meta["error"] = error
     if detail is not None and status in ("error", "timeout"):
         meta["detail"] = detail
+    loading = reply.stream.loading if status == "loading" else None
+    if loading is not None:
+        fraction = None if loading.fraction is None else round(loading.fraction, 3)
+        meta["progress"] = LoadingMeta(text=loading.text, fraction=fraction)
     if final:
         meta["finish_reason"] = reply.finish_reason
     if reply.pane is not None:
         meta["pane"] = reply.pane
+    options = reply.options
+    if options:
+        meta["options"] = options
     return meta
 
 
@@ -116,6 +130,9 @@ def reply_state(reply: Reply) -> MessageState:
         state["finish_reason"] = reply.finish_reason
     if reply.pane is not None:
         state["pane"] = reply.pane
+    options = reply.options
+    if options:
+        state["options"] = options
     return state
 
 
@@ -157,6 +174,14 @@ class StreamingWidget(anywidget.AnyWidget):
     #: (in ``<think>`` tags before the answer); by default it is left out, as servers
     #: and chat templates expect. Kernel side only; a keyword of every widget.
     include_reasoning_in_history = traitlets.Bool(False)
+    #: sent first to the model with each question asked after it is set (a reply
+    #: keeps the one it was asked with); None or "": none. Synced: the chat view
+    #: shows it and edits it (its edits come back as a ``system_prompt`` command).
+    system_prompt = traitlets.Any(None, allow_none=True).tag(sync=True)
+
+    @traitlets.validate("system_prompt")
+    def _check_system_prompt(self, proposal: Any) -> str | None:
+        return check_system_prompt(proposal["value"], type(self).__name__, attribute=True)
 
     def __init__(self, *, title: str = "", options: Options | None = None,
                  **traits: Any) -> None:
@@ -169,7 +194,9 @@ class StreamingWidget(anywidget.AnyWidget):
         self.include_reasoning_in_history = opts.include_reasoning_in_history
         self.limits = opts.limits
         self.max_pending = opts.max_pending
-        self.system_prompt: str | None = None
+        #: the generation options each new reply takes a copy of (validated by the
+        #: subclass that exposes them, e.g. ``ChatWidget.generation``)
+        self._generation = GenerationOptions()
         self._lock = threading.RLock()
         self._history: list[Entry] = []
         self._ids = itertools.count(1)
@@ -273,9 +300,11 @@ class StreamingWidget(anywidget.AnyWidget):
                         clock=self._pump.clock, limits=self.limits)
         reply: Reply
         if messages is None:
-            messages = lambda: self._conversation_before(reply)  # noqa: E731
+            # the system prompt in force when it was asked, the history when it starts
+            system = self.system_prompt
+            messages = lambda: self._conversation_before(reply, system)  # noqa: E731
         reply = Reply(stream, source, messages, prompt=prompt,
-                      on_interrupt=_weak_call(self.stop))
+                      on_interrupt=_weak_call(self.stop), generation=self._generation)
         reply.pane = pane
         self._history.append(reply)
         self._wire.known[reply.id] = reply
@@ -297,8 +326,9 @@ class StreamingWidget(anywidget.AnyWidget):
         source = reply.source
         lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
 
-    def _conversation_before(self, reply: Reply) -> list[ChatMessage]:
-        """What ``reply``'s source sees: the system prompt, then each earlier prompt
+    def _conversation_before(self, reply: Reply,
+                             system_prompt: str | None) -> list[ChatMessage]:
+        """What ``reply``'s source sees: ``system_prompt``, then each earlier prompt
         with its answer as shown beside ``reply`` (its pane, in a Compare), then
         ``reply``'s own prompt.
 
@@ -308,8 +338,8 @@ class StreamingWidget(anywidget.AnyWidget):
         widget still shows both; only the model does not see them.
         """
         msgs: list[ChatMessage] = []
-        if self.system_prompt:
-            msgs.append({"role": "system", "content": self.system_prompt})
+        if system_prompt:
+            msgs.append({"role": "system", "content": system_prompt})
         with self._lock:
             entries = list(self._history)
         unanswered: str | None = None  # the latest prompt, until its answer comes

@@ -442,16 +442,29 @@ def run_scenario(jupyterlab: JupyterLab, request: pytest.FixtureRequest) -> Iter
                 raise _scenario_failure(
                     name, "printed a non-object result", stdout, stderr, jupyterlab
                 )
-            # shown by pytest with a failing test's captured output (cut short
-            # by CI logs), and kept whole beside the screenshots
-            text = json.dumps(result, indent=1)
-            (ARTIFACTS / f"{artifact}.json").write_text(text, encoding="utf-8")
-            print(f"scenario {name} ({artifact}): {text}")
+            # kept whole beside the screenshots; shown with long lists cut (CI
+            # logs keep only a failure's tail) with a failing test's captured output
+            saved = ARTIFACTS / f"{artifact}.json"
+            saved.write_text(json.dumps(result, indent=1), encoding="utf-8")
+            print(f"scenario {name} ({artifact}; whole: {saved}): "
+                  f"{json.dumps(_shortened(result), indent=1)}")
             return result
         finally:
             jupyterlab.shutdown_kernels()
 
     yield run
+
+
+def _shortened(value: Any, keep: int = 4) -> Any:
+    """``value`` with every list longer than ``2 * keep + 1`` cut to its ends."""
+    if isinstance(value, dict):
+        return {k: _shortened(v, keep) for k, v in value.items()}
+    if isinstance(value, list):
+        if len(value) > 2 * keep + 1:
+            cut = f"... {len(value) - 2 * keep} more ..."
+            return [*map(_shortened, value[:keep]), cut, *map(_shortened, value[-keep:])]
+        return [_shortened(v, keep) for v in value]
+    return value
 
 
 @pytest.fixture

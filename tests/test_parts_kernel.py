@@ -47,8 +47,7 @@ def think(messages):
 
 chat = ChatWidget(IteratorSource(think))
 chat.send("first").wait()
-chat.send("second").wait()
-time.sleep(0.1)  # lets the pump send the final meta (no public "sent" event yet)
+chat.send("second").wait()  # returns once the ending is in the widget's state
 chat
 '''
 

@@ -2,7 +2,8 @@
  * The per-view conversation model. Pure: no DOM, no clock, no I/O.
  *
  * Owns, per message, what this view holds (its parts: `text`, the answer, and
- * `reasoning`; `seq`; status, error, detail, stats, finish reason) and what
+ * `reasoning`; `seq`; status, error, detail, stats, finish reason, loading
+ * progress) and what
  * changed since the last frame took its changes, so that the renderer touches
  * only that: text or reasoning appended, replaced, or the message's chrome.
  *
@@ -36,6 +37,7 @@
 import {
   type DeltaMsg,
   FINAL_STATUSES,
+  type LoadingProgress,
   type MessageMeta,
   type MessageState,
   type ResyncMsg,
@@ -114,6 +116,10 @@ function sameStats(a: Record<string, unknown>, b: Record<string, unknown>): bool
   } catch {
     return false;
   }
+}
+
+function sameProgress(a: LoadingProgress | undefined, b: LoadingProgress | undefined): boolean {
+  return a === b || (a?.text === b?.text && a?.fraction === b?.fraction);
 }
 
 export class Conversation {
@@ -227,7 +233,7 @@ export class Conversation {
     this.applyChrome(e, s);
   }
 
-  /** Takes role, status, error, detail, stats, pane and finish reason; marks meta if any differ. */
+  /** Takes role, status, error, detail, stats, pane, finish reason and loading progress; marks meta if any differ. */
   private applyChrome(
     e: Tracked,
     s: Omit<MessageState, "id" | "text" | "reasoning" | "seq" | "error" | "detail"> & {
@@ -244,7 +250,9 @@ export class Conversation {
       e.detail !== detail ||
       e.pane !== s.pane ||
       e.finish_reason !== s.finish_reason ||
-      !sameStats(e.stats, s.stats)
+      !sameProgress(e.progress, s.progress) ||
+      !sameStats(e.stats, s.stats) ||
+      !sameStats(e.options ?? {}, s.options ?? {})
     ) {
       e.role = s.role;
       e.status = s.status;
@@ -260,6 +268,16 @@ export class Conversation {
         delete e.finish_reason;
       } else {
         e.finish_reason = s.finish_reason;
+      }
+      if (s.progress === undefined) {
+        delete e.progress;
+      } else {
+        e.progress = s.progress;
+      }
+      if (s.options === undefined) {
+        delete e.options;
+      } else {
+        e.options = s.options;
       }
       e.meta = true;
       this.dirty.add(e);

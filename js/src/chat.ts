@@ -11,7 +11,8 @@
  * `conversation` trait and delta messages go into the same buffer.) The frame
  * loop (frame.ts) renders the buffer's changes into the view once per
  * animation frame and acks what it rendered. User actions from the view go to
- * the kernel as `send`, `stop`, `regenerate`, `clear` and `continue` messages.
+ * the kernel as `send`, `stop`, `regenerate`, `clear`, `continue` and
+ * `system_prompt` messages.
  *
  * The `mode` trait is read once, when the view renders.
  * Everything here runs on the browser's main thread, in model callbacks and
@@ -112,6 +113,7 @@ export function mountChat(
     regenerate: () => send({ kind: "regenerate" }),
     clear: () => send({ kind: "clear" }),
     continueReply: (id) => send({ kind: "continue", id }),
+    setSystemPrompt: (text) => send({ kind: "system_prompt", text }),
   };
   const viewOptions: ViewOptions = {
     idle,
@@ -195,6 +197,10 @@ export function mountChat(
   const onSource = (): void => view.setSourceLabel(text(model.get("source_label")));
   const onPlaceholder = (): void => view.setPlaceholder(text(model.get("placeholder")));
   const onPanes = (): void => view.setPanes(toPanes(model.get("panes")));
+  const onSystem = (): void => {
+    const prompt = model.get("system_prompt");
+    view.setSystemPrompt(typeof prompt === "string" ? prompt : null);
+  };
 
   model.on("change", onChange);
   model.on(`change:${STATE_TRAIT}`, onState);
@@ -203,11 +209,13 @@ export function mountChat(
   model.on("change:source_label", onSource);
   model.on("change:placeholder", onPlaceholder);
   model.on("change:panes", onPanes);
+  model.on("change:system_prompt", onSystem);
 
   onTitle();
   onSource();
   onPlaceholder();
   onPanes();
+  onSystem();
   el.appendChild(view.root);
   // The saved or current conversation is shown at once, not a frame later,
   // and without announcing its statuses.
@@ -230,6 +238,7 @@ export function mountChat(
     model.off("change:source_label", onSource);
     model.off("change:placeholder", onPlaceholder);
     model.off("change:panes", onPanes);
+    model.off("change:system_prompt", onSystem);
     loop.dispose();
     view.dispose();
     view.root.remove();

@@ -30,7 +30,7 @@ import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { FINAL_STATUSES } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
-import { isWaiting, LiveRate, statusLabel } from "./status";
+import { isWaiting, LiveRate, statusLabel, statusTitle } from "./status";
 import { TextSink } from "./text";
 
 /** How assistant messages are rendered: incremental Markdown, or (benchmarks) the naive way. */
@@ -372,10 +372,10 @@ export class MessageList {
       node.shownLabel = label;
       node.status.textContent = label;
       node.status.hidden = label === "";
-      node.status.title =
-        e.status === "done" || e.status === "stopped"
-          ? "TTFT: time to first token. A piece is what the source emitted at once (a token for a local model)."
-          : "";
+    }
+    const title = statusTitle(e);
+    if (node.status.title !== title) {
+      node.status.title = title;
     }
     const finish = e.finish_reason === undefined ? undefined : String(e.finish_reason);
     if (node.el.dataset.finish !== finish) {

@@ -14,8 +14,8 @@
  *   keeps every key, so a saved notebook holds the whole conversation; a view
  *   reads the keys from the model (keys.ts), whatever order they came in.
  * - View -> kernel, custom messages: {@link SendMsg}, {@link StopMsg},
- *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg} (user
- *   commands), {@link HelloMsg} when a view renders, {@link ResyncMsg} when
+ *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg},
+ *   {@link SystemPromptMsg} (user commands), {@link HelloMsg} when a view renders, {@link ResyncMsg} when
  *   `live` or a final meta names deltas the model lacks, {@link AckMsg} after
  *   the frame that rendered a delta.
  * - Older kernels: a `conversation` list trait of whole messages and `delta`
@@ -52,6 +52,14 @@ export type PartType = "reasoning" | "answer";
 /** What one delta appends: a string (all answer), or `[type, text]` runs in order. */
 export type DeltaBody = string | [string, string][];
 
+/** What a loading reply waits for, as its source last said (`nbstream/loading.py`). */
+export interface LoadingProgress {
+  /** one short line: "preparing the model (first run, once)", "loading model" */
+  text: string;
+  /** how far, 0..1; null: unknown */
+  fraction: number | null;
+}
+
 /** A message's key `m<i>`: everything but an assistant's text. */
 export interface MessageMeta {
   role: Role;
@@ -68,6 +76,10 @@ export interface MessageMeta {
   text?: string;
   /** why a finished reply ended; null: the stream ended with no end marker; absent: live */
   finish_reason?: string | null;
+  /** while `loading`, where the source reported it (latest report, at most every 0.25 s) */
+  progress?: LoadingProgress;
+  /** an assistant's generation options in force (temperature, max_new_tokens...) */
+  options?: Record<string, unknown>;
 }
 
 /** One message as the view holds it. */
@@ -91,6 +103,10 @@ export interface MessageState {
   pane?: number;
   /** why a finished reply ended (see {@link MessageMeta}) */
   finish_reason?: string | null;
+  /** while `loading`: what the source waits for (see {@link MessageMeta}) */
+  progress?: LoadingProgress;
+  /** the generation options in force (see {@link MessageMeta}) */
+  options?: Record<string, unknown>;
 }
 
 /** One delta to apply: what the `m<i>.<s>` key (or an older kernel's message) carries. */
@@ -133,6 +149,12 @@ export interface ContinueMsg {
   id: string;
 }
 
+/** View -> kernel: the user edited the system prompt ("": none); applies to the next question. */
+export interface SystemPromptMsg {
+  kind: "system_prompt";
+  text: string;
+}
+
 /** View -> kernel: a view was rendered; bring it up to date. */
 export interface HelloMsg {
   kind: "hello";
@@ -159,6 +181,7 @@ export type ViewMsg =
   | RegenerateMsg
   | ClearMsg
   | ContinueMsg
+  | SystemPromptMsg
   | HelloMsg
   | ResyncMsg
   | AckMsg;
@@ -202,6 +225,8 @@ export interface ChatTraits {
   placeholder: string;
   source_label: string;
   panes: PaneInfo[];
+  /** the system prompt (null: none) */
+  system_prompt: string | null;
 }
 
 function isRecord(x: unknown): x is Record<string, unknown> {
@@ -273,7 +298,24 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
   if (x.finish_reason === null || typeof x.finish_reason === "string") {
     meta.finish_reason = x.finish_reason;
   }
+  const progress = toLoadingProgress(x.progress);
+  if (progress !== null) {
+    meta.progress = progress;
+  }
+  if (isRecord(x.options)) {
+    meta.options = x.options;
+  }
   return meta;
+}
+
+/** A meta's `progress`, checked: null when absent or malformed; a fraction outside 0..1 is unknown. */
+export function toLoadingProgress(x: unknown): LoadingProgress | null {
+  if (!isRecord(x) || typeof x.text !== "string" || x.text.trim() === "") {
+    return null;
+  }
+  const f = x.fraction;
+  const fraction = typeof f === "number" && Number.isFinite(f) && f >= 0 && f <= 1 ? f : null;
+  return { text: x.text.slice(0, 200), fraction };
 }
 
 function optionalString(x: unknown): string | null {
@@ -318,6 +360,9 @@ export function toMessageState(x: unknown): MessageState | null {
   }
   if (x.finish_reason === null || typeof x.finish_reason === "string") {
     state.finish_reason = x.finish_reason;
+  }
+  if (isRecord(x.options)) {
+    state.options = x.options;
   }
   return state;
 }

@@ -8,8 +8,12 @@
  * source; `tokens` / `tokens_per_s` are shown instead where a source reports
  * them). While it streams, the view only sees deltas, so it shows what it
  * can measure honestly: characters received per second, marked "≈".
+ * While the model loads, it shows what the source last reported (the meta's
+ * `progress`, see `nbstream/loading.py`): "preparing the model (first run,
+ * once)… 42%".
  */
 import type { Entry } from "./buffer";
+import type { LoadingProgress } from "./protocol";
 
 function finite(x: unknown): number | null {
   return typeof x === "number" && Number.isFinite(x) ? x : null;
@@ -73,6 +77,20 @@ export function finishNote(e: Readonly<Entry>): string {
   return reason === "stop" ? "" : `ended: ${reason}`;
 }
 
+/**
+ * What a loading reply waits for: "preparing the model (first run, once)… 42%"
+ * from the source's report (the percentage only where it said how far, floored:
+ * 100% only once done), "loading model…" where it said nothing.
+ */
+export function loadingLabel(progress: Readonly<LoadingProgress> | undefined): string {
+  if (progress === undefined) {
+    return "loading model…";
+  }
+  const text = progress.text.replace(/(…|\.\.\.)$/, "");
+  const f = progress.fraction;
+  return f === null ? `${text}…` : `${text}… ${Math.floor(f * 100 + 1e-9)}%`;
+}
+
 /** The human label for a message's status ("" where none is shown). */
 export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null): string {
   const status: string = e.status;
@@ -83,7 +101,7 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
     case "queued":
       return "queued";
     case "loading":
-      return "loading model…";
+      return loadingLabel(e.progress);
     case "running":
       if (e.text.length === 0) {
         return e.reasoning === "" ? "waiting for first token…" : "thinking…";
@@ -105,6 +123,49 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
     default:
       return status;
   }
+}
+
+/** How a generation option's value reads: numbers as they are, text quoted. */
+function optionValue(x: unknown): string {
+  if (typeof x === "number" || typeof x === "boolean") {
+    return String(x);
+  }
+  try {
+    return JSON.stringify(x) ?? String(x);
+  } catch {
+    return String(x);
+  }
+}
+
+/**
+ * The generation options in force, as the kernel recorded them for this reply:
+ * "temperature 0.2 · max_new_tokens 200 · stop ["\n\n"]"; "" when none are known.
+ */
+export function optionsSummary(options: Readonly<Record<string, unknown>> | undefined): string {
+  if (options === undefined) {
+    return "";
+  }
+  return Object.entries(options)
+    .map(([k, v]) => `${k} ${optionValue(v)}`)
+    .join(" · ");
+}
+
+/** What the status line says on hover: the options in force, and what the figures mean. */
+export function statusTitle(e: Readonly<Entry>): string {
+  if (e.role !== "assistant") {
+    return "";
+  }
+  const lines: string[] = [];
+  const options = optionsSummary(e.options);
+  if (options !== "") {
+    lines.push(`Generation options: ${options}`);
+  }
+  if (e.status === "done" || e.status === "stopped") {
+    lines.push(
+      "TTFT: time to first token. A piece is what the source emitted at once (a token for a local model).",
+    );
+  }
+  return lines.join("\n");
 }
 
 /** Whether the status line shows the "working" indicator. */

@@ -4,9 +4,12 @@
  *
  *   div.nbs-chat[data-mode=chat]
  *     div.nbs-header            span.nbs-title, span.nbs-source (hidden when both empty)
+ *     div.nbs-system            the system prompt, collapsible and editable (system.ts;
+ *                               hidden when there is none)
  *     div.nbs-scroll            the messages (messages.ts)
  *     div.nbs-form              textarea.nbs-input, button.nbs-send, .nbs-stop,
- *                               .nbs-regenerate, .nbs-clear
+ *                               .nbs-regenerate, .nbs-clear, .nbs-system-add (shown
+ *                               while there is no system prompt)
  *     div.nbs-live              polite live region: status changes, never tokens
  *
  *   div.nbs-chat.nbs-mode-stream[data-mode=stream]    one live answer under a cell
@@ -32,6 +35,7 @@ import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { PaneInfo } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
+import { SystemPromptBar } from "./system";
 
 export type { MarkdownMode } from "./messages";
 
@@ -46,6 +50,8 @@ export interface ViewActions {
   clear(): void;
   /** chat: ask the model to go on from reply `id` (cut at the token limit) */
   continueReply(id: string): void;
+  /** chat: the user edited the system prompt ("": none) */
+  setSystemPrompt(text: string): void;
 }
 
 /** The conversation as the buttons see it. */
@@ -82,6 +88,8 @@ export interface WidgetView {
   setSourceLabel(label: string): void;
   setPlaceholder(placeholder: string): void;
   setPanes(panes: readonly PaneInfo[]): void;
+  /** The kernel's system prompt (null: none); shown by the chat layout only. */
+  setSystemPrompt(prompt: string | null): void;
   /** Removes the view's DOM listeners, timers and pending highlighting. */
   dispose(): void;
   /** Highlights the queued code blocks now (tests). */
@@ -173,6 +181,8 @@ export abstract class BaseView implements WidgetView {
   setPlaceholder(_placeholder: string): void {}
 
   setPanes(_panes: readonly PaneInfo[]): void {}
+
+  setSystemPrompt(_prompt: string | null): void {}
 
   dispose(): void {
     this.listeners.abort();
@@ -350,6 +360,7 @@ export class ChatView extends BaseView {
   private readonly stopButton: HTMLButtonElement;
   private readonly regenerateButton: HTMLButtonElement | null = null;
   private readonly clearButton: HTMLButtonElement | null = null;
+  private readonly system: SystemPromptBar | null = null;
 
   constructor(
     doc: Document,
@@ -386,14 +397,21 @@ export class ChatView extends BaseView {
     regenerate.disabled = true;
     const clear = this.button("nbs-clear", "Clear", "Clear the conversation");
     clear.disabled = true;
-    buttons.append(send, this.stopButton, regenerate, clear);
+    const addSystem = this.button("nbs-system-add", "System prompt", "Add a system prompt");
+    buttons.append(send, this.stopButton, regenerate, clear, addSystem);
     form.append(input, buttons);
     this.input = input;
     this.sendButton = send;
     this.regenerateButton = regenerate;
     this.clearButton = clear;
+    this.system = new SystemPromptBar(
+      doc,
+      (text) => this.actions.setSystemPrompt(text),
+      this.listeners.signal,
+      (shown) => this.setHidden(addSystem, shown),
+    );
 
-    this.root.append(this.header, this.messages.el, form, this.live);
+    this.root.append(this.header, this.system.el, this.messages.el, form, this.live);
 
     input.addEventListener("keydown", (ev) => this.onInputKeydown(ev, () => this.submit()), opts);
     input.addEventListener("input", () => this.updateSend(), opts);
@@ -401,6 +419,11 @@ export class ChatView extends BaseView {
     this.stopButton.addEventListener("click", () => this.actions.stop(), opts);
     regenerate.addEventListener("click", () => this.regenerate(), opts);
     clear.addEventListener("click", () => this.clear(), opts);
+    addSystem.addEventListener("click", () => this.system?.edit(), opts);
+  }
+
+  override setSystemPrompt(prompt: string | null): void {
+    this.system?.set(prompt);
   }
 
   override setPlaceholder(placeholder: string): void {

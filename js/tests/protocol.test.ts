@@ -62,9 +62,17 @@ describe("protocol mirrors protocol.py", () => {
       finish_reason: null,
       error: "e",
       detail: "d",
+      progress: { text: "loading model", fraction: 0.5 },
+      options: { temperature: 0 },
     });
     expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
-      ["detail", "error", "finish_reason", "pane", "text"].filter((k) => k in (full as object)),
+      ["detail", "error", "finish_reason", "options", "pane", "progress", "text"].filter(
+        (k) => k in (full as object),
+      ),
+    );
+    // the progress a loading reply carries
+    expect(fields(/^class LoadingMeta\(TypedDict\)/m)).toEqual(
+      Object.keys(full?.progress as object).sort(),
     );
   });
 
@@ -88,10 +96,15 @@ describe("protocol mirrors protocol.py", () => {
     const required = Object.keys(toMessageState({ id: "x" }) as MessageState);
     expect(fields(/^class MessageState\(/m)).toEqual(required.sort());
     const optional = Object.keys(
-      toMessageState({ id: "x", pane: 1, finish_reason: "stop" }) as MessageState,
+      toMessageState({
+        id: "x",
+        pane: 1,
+        finish_reason: "stop",
+        options: { top_p: 0.5 },
+      }) as MessageState,
     ).filter((k) => !required.includes(k));
     expect(fields(/^class MessageStateExtras\(TypedDict, total=False\)/m)).toEqual(optional.sort());
-    expect(optional.sort()).toEqual(["finish_reason", "pane"]);
+    expect(optional.sort()).toEqual(["finish_reason", "options", "pane"]);
   });
 
   it("StopMsg fields", () => {
@@ -108,6 +121,7 @@ describe("protocol mirrors protocol.py", () => {
       regenerate: true,
       clear: true,
       continue: true,
+      system_prompt: true,
       hello: true,
       resync: true,
       ack: true,

@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .base import Cancelled, ChatMessage, Emit, Outcome, Reasoning, Source, SourceError
+from .base import (
+    Cancelled,
+    ChatMessage,
+    Emit,
+    Outcome,
+    Reasoning,
+    Source,
+    SourceError,
+    report_loading,
+)
 from .iterator import IteratorSource
 from .replay import RecordedOutcome, Recorder, Recording, RecordingError, ReplaySource, record
 from .scripted import ScriptedFailure, ScriptedSource
@@ -40,6 +49,7 @@ __all__ = [
     "ThinkTags",
     "TransformersSource",
     "record",
+    "report_loading",
 ]
 
 

@@ -10,6 +10,11 @@ full. ``emit`` raises :class:`Cancelled` once the reply was stopped, so a
 source unwinds at the next piece even if it never looks at ``cancel``; sources
 that can stop sooner (between two tokens, before a request) should also watch
 the ``cancel`` event.
+
+A source with a slow start overrides :meth:`Source.prepare`; while it runs, the
+reply shows "loading model…", and the source may say more with
+:func:`report_loading` (``report_loading("preparing the model", 0.42)`` shows
+"preparing the model… 42%"; see :mod:`nbstream.loading`).
 """
 
 from __future__ import annotations
@@ -17,11 +22,16 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
-from typing import TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
 
+from ..loading import report_loading
 from ..pieces import Cancelled, Outcome, Reasoning
 
-__all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError"]
+if TYPE_CHECKING:
+    from ..generation import GenerationOptions
+
+__all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError",
+           "report_loading"]
 
 
 class ChatMessage(TypedDict):
@@ -61,6 +71,10 @@ class Source(ABC):
     #: how many replies of this source's lane may run at once
     concurrency: int = 1
 
+    #: the :class:`~nbstream.generation.GenerationOptions` names this source takes
+    #: per reply (in :meth:`generate_with`); none by default
+    generation_options: ClassVar[frozenset[str]] = frozenset()
+
     @property
     def label(self) -> str:
         """Short name shown in the view."""
@@ -76,7 +90,10 @@ class Source(ABC):
         return True
 
     def prepare(self) -> None:  # noqa: B027 - optional hook, empty by default
-        """Load whatever is slow to load. Called on the worker thread, once."""
+        """Load whatever is slow to load. Called on the worker thread, once.
+
+        May call :func:`report_loading` to show what it waits for and how far it got.
+        """
 
     @abstractmethod
     def generate(
@@ -93,6 +110,29 @@ class Source(ABC):
         (usage, tokens, server timings), or None for ``Outcome()`` (ended
         normally). Raise to report an error; the text emitted before is kept.
         """
+
+    def generate_with(
+        self,
+        messages: Sequence[ChatMessage],
+        emit: Emit,
+        cancel: threading.Event,
+        options: GenerationOptions,
+    ) -> Outcome | None:
+        """:meth:`generate` with per-reply ``options`` (validated names among
+        :attr:`generation_options`) over the source's own settings.
+
+        Sources that take options override this; the default has none to
+        apply and calls :meth:`generate`.
+        """
+        if options:
+            raise ValueError(f"{self.label} takes no generation options, got {sorted(options)}")
+        return self.generate(messages, emit, cancel)
+
+    def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
+        """The generation options a reply asked with ``options`` runs with, the
+        source's own defaults included where it knows them (shown on the reply's
+        status line). By default: ``options`` as given."""
+        return dict(options)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"

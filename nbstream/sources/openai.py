@@ -58,7 +58,7 @@ import re
 import ssl
 import threading
 from collections.abc import Hashable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 try:
     import httpx
@@ -72,6 +72,9 @@ from .._version import __version__
 from ..pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source, SourceError
 from .think import ThinkSplitter, ThinkTags, splitting
+
+if TYPE_CHECKING:
+    from ..generation import GenerationOptions
 
 __all__ = ["DEFAULT_BASE_URL", "OpenAISource", "SourceError"]
 
@@ -194,8 +197,14 @@ class OpenAISource(Source):
     def lane_key(self) -> Hashable:
         return ("openai", self.base_url, self.model)
 
-    def request_body(self, messages: Sequence[ChatMessage]) -> dict[str, Any]:
-        """The JSON body sent for ``messages``."""
+    #: per-reply options (``chat.generation``), over ``request_options``;
+    #: ``max_new_tokens`` is sent as ``max_tokens``
+    generation_options: ClassVar[frozenset[str]] = frozenset(
+        {"temperature", "top_p", "max_new_tokens", "stop"})
+
+    def request_body(self, messages: Sequence[ChatMessage],
+                     options: GenerationOptions | None = None) -> dict[str, Any]:
+        """The JSON body sent for ``messages``, with a reply's ``options``."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
@@ -206,15 +215,44 @@ class OpenAISource(Source):
         if self.chat_template_kwargs:
             body["chat_template_kwargs"] = dict(self.chat_template_kwargs)
         body.update(self.request_options)
+        body.update(self._option_fields(options or {}))
+        if "max_tokens" in body and (options or {}).get("max_new_tokens") is not None:
+            body.pop("max_completion_tokens", None)  # the reply's own limit wins
         return body
+
+    def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
+        """The reply's options over ``request_options``, in the generic names
+        (what the server does with a field not sent is its own default)."""
+        fields = {**self.request_options, **self._option_fields(options)}
+        shown: dict[str, Any] = {}
+        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
+                          ("max_new_tokens", "max_tokens"), ("stop", "stop")):
+            if fields.get(key) is not None:
+                shown[name] = fields[key]
+        if "max_new_tokens" not in shown and fields.get("max_completion_tokens") is not None:
+            shown["max_new_tokens"] = fields["max_completion_tokens"]
+        return shown
+
+    @staticmethod
+    def _option_fields(options: GenerationOptions) -> dict[str, Any]:
+        fields: dict[str, Any] = {}
+        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
+                          ("max_new_tokens", "max_tokens"), ("stop", "stop")):
+            if name in options:
+                fields[key] = options[name]  # type: ignore[literal-required]
+        return fields
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
                  cancel: threading.Event) -> Outcome:
+        return self.generate_with(messages, emit, cancel, {})
+
+    def generate_with(self, messages: Sequence[ChatMessage], emit: Emit,
+                      cancel: threading.Event, options: GenerationOptions) -> Outcome:
         if cancel.is_set():
             raise Cancelled()
         loop = asyncio.new_event_loop()
         try:
-            return loop.run_until_complete(self._watch(messages, emit, cancel))
+            return loop.run_until_complete(self._watch(messages, emit, cancel, options))
         finally:
             try:
                 loop.run_until_complete(loop.shutdown_asyncgens())
@@ -251,9 +289,9 @@ class OpenAISource(Source):
         return headers
 
     async def _watch(self, messages: Sequence[ChatMessage], emit: Emit,
-                     cancel: threading.Event) -> Outcome:
+                     cancel: threading.Event, options: GenerationOptions) -> Outcome:
         """Run the request as a task; cancel it as soon as ``cancel`` is set."""
-        task = asyncio.ensure_future(self._attempts(messages, emit, cancel))
+        task = asyncio.ensure_future(self._attempts(messages, emit, cancel, options))
         try:
             while not task.done():
                 await asyncio.wait({task}, timeout=_POLL)
@@ -268,9 +306,9 @@ class OpenAISource(Source):
         return task.result()  # the request's outcome, Cancelled or SourceError
 
     async def _attempts(self, messages: Sequence[ChatMessage], emit: Emit,
-                        cancel: threading.Event) -> Outcome:
+                        cancel: threading.Event, options: GenerationOptions) -> Outcome:
         """The request; once more without ``stream_options`` if the server refused it."""
-        body = self.request_body(messages)
+        body = self.request_body(messages, options)
         try:
             return await self._request(body, emit, cancel, _Progress())
         except SourceError as exc:
@@ -278,7 +316,7 @@ class OpenAISource(Source):
                     and exc.status_code in (400, 422) and _refuses_usage_option(exc)):
                 raise
         self._no_usage_option = True
-        body = self.request_body(messages)
+        body = self.request_body(messages, options)
         return await self._request(body, emit, cancel, _Progress())
 
     async def _request(self, body: dict[str, Any], emit: Emit, cancel: threading.Event,

@@ -11,6 +11,11 @@ two decoding steps, on the same thread) turns the new token id into text with
 set. ``emit`` may block (backpressure) and raise :class:`Cancelled`; both
 pass straight through ``model.generate``.
 
+While it loads, ``prepare`` reports what it does (:mod:`nbstream.loading`):
+"preparing the model (first run, once)" with the fraction of tensors done
+while the embedded model is converted, then "loading model" (and "warming up
+the model" with ``warmup``); the view shows it on the reply's status line.
+
 ``generate`` returns an :class:`~nbstream.pieces.Outcome`: ``finish_reason``
 ``"length"`` when the reply reached ``max_new_tokens`` without ending its turn,
 ``"stop"`` otherwise; usage (prompt and completion tokens) and figures
@@ -37,13 +42,17 @@ import time
 import weakref
 from collections.abc import Hashable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from nbstream import devices, extras
 from nbstream.detok import IncrementalDecoder
+from nbstream.loading import report_loading
 from nbstream.pieces import FinishReason, Outcome
 from nbstream.sources.base import ChatMessage, Emit, Source
 from nbstream.sources.think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
+
+if TYPE_CHECKING:
+    from nbstream.generation import GenerationOptions
 
 __all__ = ["TransformersSource"]
 
@@ -108,6 +117,35 @@ def _resolve_local(what: str, value: str | os.PathLike[str]) -> tuple[str, str]:
             f"cache; nbstream loads local files only and never downloads"
         )
     raise FileNotFoundError(f"{what} path {text!r} does not exist")
+
+
+#: what the view says while the embedded model is converted (once) and loaded
+PREPARING = "preparing the model (first run, once)"
+LOADING = "loading model"
+WARMING_UP = "warming up the model"
+
+
+def _load_default_reporting(kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Load the embedded model, reporting the one-time conversion's progress (per
+    tensor) and then the load (on this, the worker thread; see nbstream.loading)."""
+    from nbstream import default_model
+
+    try:
+        converting = not default_model.is_converted(default_model.converted_path())
+    except (ImportError, OSError):  # no model wheel: load_default says so, with the fix
+        converting = False
+    if converting:
+        report_loading(PREPARING, 0.0)
+    else:
+        report_loading(LOADING)
+
+    def progress(done: int, total: int) -> None:
+        if total > 0 and done >= total:
+            report_loading(LOADING)
+        elif total > 0:
+            report_loading(PREPARING, done / total)
+
+    return default_model.load_default(progress=progress, **kwargs)
 
 
 class _CancelCriteria:
@@ -396,6 +434,7 @@ class TransformersSource(Source):
                 self._loaded = self._load_shared()
                 self._tokenizer = self._load_tokenizer(self._loaded)
             if self.warmup and not self._warmed:
+                report_loading(WARMING_UP)
                 self._run_warmup()
                 self._warmed = True
 
@@ -426,10 +465,9 @@ class TransformersSource(Source):
         )
         kwargs = plan.from_pretrained_kwargs()
         if self._kind == "default":
-            from nbstream import default_model
-
-            model, tokenizer = default_model.load_default(**kwargs)
+            model, tokenizer = _load_default_reporting(kwargs)
         else:
+            report_loading(LOADING)
             assert self._location is not None
             where: str | Path = self._location
             if self._kind == "gguf":
@@ -513,11 +551,59 @@ class TransformersSource(Source):
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else None
         return {"pad_token_id": pad if pad is not None else tokenizer.eos_token_id}
 
+    #: per-reply options (``chat.generation``), over ``generate_kwargs``
+    generation_options: ClassVar[frozenset[str]] = frozenset(
+        {"temperature", "top_p", "max_new_tokens", "stop"})
+
     def generate(
         self,
         messages: Sequence[ChatMessage],
         emit: Emit,
         cancel: threading.Event,
+    ) -> Outcome:
+        """Generate the reply (see :meth:`generate_with`) with the source's own settings."""
+        return self.generate_with(messages, emit, cancel, {})
+
+    def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
+        """What ``model.generate`` gets, in the generic names: ``temperature`` 0
+        for greedy decoding, ``max_new_tokens``, and ``top_p`` / ``stop`` if set."""
+        kwargs = self._generate_kwargs(options)
+        shown: dict[str, Any] = {
+            "temperature": kwargs.get("temperature", 1.0) if kwargs.get("do_sample") else 0.0}
+        for name, key in (("top_p", "top_p"), ("max_new_tokens", "max_new_tokens"),
+                          ("stop", "stop_strings")):
+            if kwargs.get(key) is not None:
+                shown[name] = kwargs[key]
+        return shown
+
+    def _generate_kwargs(self, options: GenerationOptions) -> dict[str, Any]:
+        """The keyword arguments of ``model.generate`` (but the streamer, the
+        stopping criteria, padding): the defaults, ``generate_kwargs``, then
+        ``options``. A temperature of 0 is greedy decoding, above it samples."""
+        kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": 256}
+        kwargs.update(self.generate_kwargs)
+        if "temperature" in options:
+            kwargs["do_sample"] = options["temperature"] > 0
+            kwargs["temperature"] = options["temperature"]
+        if "top_p" in options:
+            kwargs["top_p"] = options["top_p"]
+        if "max_new_tokens" in options:
+            kwargs["max_new_tokens"] = options["max_new_tokens"]
+        if "stop" in options:
+            kwargs["stop_strings"] = list(options["stop"])
+        if not kwargs.get("do_sample"):  # unused by greedy decoding (transformers warns)
+            if options.get("temperature") == 0:
+                kwargs.pop("temperature", None)
+            if "top_p" in options:
+                kwargs.pop("top_p", None)
+        return kwargs
+
+    def generate_with(
+        self,
+        messages: Sequence[ChatMessage],
+        emit: Emit,
+        cancel: threading.Event,
+        options: GenerationOptions,
     ) -> Outcome:
         """Generate the reply on this thread, emitting pieces as tokens arrive.
 
@@ -538,9 +624,8 @@ class TransformersSource(Source):
         tokenizer = self.tokenizer
         model = self.model
         inputs = self._inputs(messages)
-        kwargs: dict[str, Any] = {"do_sample": False, "max_new_tokens": 256}
-        kwargs.update(self._pad_kwargs())
-        kwargs.update(self.generate_kwargs)
+        kwargs = self._pad_kwargs()
+        kwargs.update(self._generate_kwargs(options))
         criteria = StoppingCriteriaList(list(kwargs.pop("stopping_criteria", None) or ()))
         criteria.append(_stopping_criterion(cancel))
         if kwargs.get("stop_strings") and "tokenizer" not in kwargs:

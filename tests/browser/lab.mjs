@@ -100,27 +100,86 @@ export async function openNotebook(page, notebookPath, { timeout = 90_000, colla
     { timeout, polling: 100 },
   );
   if (collapseLeft) await page.evaluate(() => window.jupyterapp.shell.collapseLeft());
-  await acceptKernelDialog(page);
   await waitForKernelIdle(page, { timeout: Math.max(1_000, timeout - (Date.now() - t0)) });
   return Date.now() - t0;
 }
 
-/** If JupyterLab asks which kernel to use, take its default choice. */
-async function acceptKernelDialog(page) {
+/**
+ * If JupyterLab or Notebook 7 asks which kernel to use, take its default choice.
+ * The dialog may show at any moment while a notebook loads (seen on a loaded
+ * machine: the kernel specs arrived after the notebook), so the waits below
+ * call this on every poll. Returns whether it clicked.
+ */
+export async function acceptKernelDialog(page) {
   const dialog = page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-accept');
-  if (await dialog.count()) await dialog.first().click();
+  if ((await dialog.count()) === 0) return false;
+  await dialog.first().click({ timeout: 5_000 }).catch(() => {}); // gone meanwhile: fine
+  return true;
+}
+
+/** Polls `check` (async, truthy when done) every 250 ms, taking any kernel dialog on the way. */
+async function pollWithKernelDialog(page, check, { timeout, what }) {
+  const t0 = Date.now();
+  for (;;) {
+    await acceptKernelDialog(page);
+    const value = await check();
+    if (value) return value;
+    if (Date.now() - t0 > timeout) throw new Error(`timed out after ${timeout} ms: ${what}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
 }
 
 /** Wait until the current notebook's kernel reports "idle". */
 export async function waitForKernelIdle(page, { timeout = 60_000 } = {}) {
-  await page.waitForFunction(
-    () => {
-      const ctx = window.jupyterapp?.shell?.currentWidget?.sessionContext;
-      return ctx?.session?.kernel?.status === 'idle';
-    },
-    null,
-    { timeout, polling: 100 },
+  await pollWithKernelDialog(
+    page,
+    () =>
+      page.evaluate(() => {
+        const ctx = window.jupyterapp?.shell?.currentWidget?.sessionContext;
+        return ctx?.session?.kernel?.status === 'idle';
+      }),
+    { timeout, what: 'the notebook kernel to be idle' },
   );
+}
+
+/** Wait until the server says the kernel of `notebookPath`'s session is idle (any front end). */
+export async function waitForSessionIdle(page, notebookPath, { timeout = 60_000 } = {}) {
+  await pollWithKernelDialog(
+    page,
+    async () => {
+      const res = await fetch(`${URL_BASE}api/sessions`, { headers: { Authorization: `token ${TOKEN}` } });
+      const sessions = res.ok ? await res.json() : [];
+      return sessions.find((x) => x.path === notebookPath)?.kernel?.execution_state === 'idle';
+    },
+    { timeout, what: `the kernel of ${notebookPath} to be idle` },
+  );
+}
+
+/**
+ * Open `notebookPath` in Notebook 7 and run its first cell as a person does
+ * (select it, Shift+Enter: Notebook 7 exposes no application object). A cell
+ * run before the page's kernel connection is up is dropped, so it tries again
+ * until `ready` (a locator) is visible; any kernel dialog is accepted on the
+ * way. Returns the attempts it took.
+ */
+export async function runFirstCellInNotebook7(page, notebookPath, ready, { attempts = 6, timeout = 60_000 } = {}) {
+  const encoded = notebookPath.split('/').map(encodeURIComponent).join('/');
+  await page.goto(`${URL_BASE}notebooks/${encoded}?token=${TOKEN}`, { timeout });
+  const cell = page.locator('.jp-Notebook .jp-Cell').first();
+  await cell.waitFor({ state: 'visible', timeout });
+  await waitForSessionIdle(page, notebookPath, { timeout });
+  for (let attempt = 1; attempt <= attempts; attempt++) {
+    await acceptKernelDialog(page);
+    await cell.locator('.jp-InputPrompt').first().click({ timeout: 15_000 });
+    await page.keyboard.press('Shift+Enter');
+    try {
+      await ready.waitFor({ state: 'visible', timeout: 10_000 });
+      return attempt;
+    } catch {
+      log(`notebook 7, attempt ${attempt}: not ready yet`);
+    }
+  }
+  throw new Error(`Notebook 7: nothing showed after running the first cell ${attempts} times`);
 }
 
 /** Run every cell (Run > Run All Cells); resolves when all have finished. */

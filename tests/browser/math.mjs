@@ -9,7 +9,7 @@
 // Screenshots: <artifact>-<label>-widget.png, <artifact>-notebook7-<label>-widget.png
 import path from 'node:path';
 import { SEL, waitForChat } from './chat.mjs';
-import { ARTIFACT, ARTIFACTS, TOKEN, URL_BASE, openNotebook, runAllCells, scenario } from './lab.mjs';
+import { ARTIFACT, ARTIFACTS, openNotebook, runAllCells, runFirstCellInNotebook7, scenario } from './lab.mjs';
 
 // Runs in the page before its own scripts: watches every change to rendered Markdown.
 function installWatcher() {
@@ -97,23 +97,10 @@ await scenario(async ({ page, params, log }) => {
   return out;
 });
 
-/** Notebook 7 exposes no application object: run the cell with the keyboard, as a person does. */
+/** The same notebook in Notebook 7 (one screenshot there). */
 async function inNotebook7(page, notebook, label, log) {
-  const encoded = notebook.split('/').map(encodeURIComponent).join('/');
-  await page.goto(`${URL_BASE}notebooks/${encoded}?token=${TOKEN}`, { timeout: 60_000 });
-  const cell = page.locator('.jp-Notebook .jp-Cell').first();
-  await cell.waitFor({ state: 'visible', timeout: 60_000 });
-  // a cell run before the page's kernel connection is up is dropped: try again until the widget shows
-  for (let attempt = 1; attempt <= 6; attempt++) {
-    await cell.locator('.jp-InputPrompt').first().click();
-    await page.keyboard.press('Shift+Enter');
-    try {
-      await page.locator(SEL.root).first().waitFor({ state: 'visible', timeout: 10_000 });
-      break;
-    } catch {
-      log(`notebook 7, attempt ${attempt}: no widget yet`);
-    }
-  }
+  const attempts = await runFirstCellInNotebook7(page, notebook, page.locator(SEL.root).first());
+  log(`notebook 7: the widget showed after ${attempts} run(s) of the cell`);
   await page.waitForFunction(
     (sel) => document.querySelector(`${sel.root} ${sel.message}[data-role="assistant"]`)?.dataset.status === 'done',
     SEL,

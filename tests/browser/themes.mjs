@@ -6,7 +6,7 @@
 // params: { lab_notebook, nb7_notebook, label }
 // Screenshots: <artifact>-<app>-<label>.png (page) and -widget.png (the widget).
 import { SEL, waitForChat } from './chat.mjs';
-import { ARTIFACTS, ARTIFACT, TOKEN, URL_BASE, openNotebook, runAllCells, scenario } from './lab.mjs';
+import { ARTIFACTS, ARTIFACT, openNotebook, runAllCells, runFirstCellInNotebook7, scenario } from './lab.mjs';
 import path from 'node:path';
 
 const FINAL = ['done', 'stopped', 'error', 'timeout'];
@@ -96,40 +96,6 @@ async function narrow(page, px) {
   }, px);
 }
 
-/** Wait until the server says the notebook's kernel is idle (through the REST API). */
-async function waitKernelIdle(notebookPath, log, timeout = 60_000) {
-  const t0 = Date.now();
-  while (Date.now() - t0 < timeout) {
-    const res = await fetch(`${URL_BASE}api/sessions`, { headers: { Authorization: `token ${TOKEN}` } });
-    const sessions = res.ok ? await res.json() : [];
-    const s = sessions.find((x) => x.path === notebookPath);
-    if (s?.kernel?.execution_state === 'idle') return Date.now() - t0;
-    await new Promise((r) => setTimeout(r, 250));
-  }
-  log('kernel not idle after', timeout, 'ms; trying anyway');
-  return null;
-}
-
-/**
- * Run the first cell as a person does (select it, Shift+Enter): Notebook 7
- * exposes no application object. A cell run before the page's kernel
- * connection is up is dropped, so try again until the widget shows.
- */
-async function runFirstCell(page, log) {
-  const cell = page.locator('.jp-Notebook .jp-Cell').first();
-  for (let attempt = 1; attempt <= 4; attempt++) {
-    await cell.locator('.jp-InputPrompt').first().click();
-    await page.keyboard.press('Shift+Enter');
-    try {
-      await page.locator(SEL.root).first().waitFor({ state: 'visible', timeout: 15_000 });
-      return attempt;
-    } catch {
-      log(`attempt ${attempt}: no widget yet`);
-    }
-  }
-  throw new Error('the widget never appeared in Notebook 7');
-}
-
 async function shoot(page, name) {
   const file = path.join(ARTIFACTS, `${ARTIFACT}-${name}.png`);
   await page.screenshot({ path: file, timeout: 15_000 });
@@ -157,14 +123,7 @@ await scenario(async ({ page, params, log }) => {
   log('lab:', JSON.stringify(out.lab.colors));
 
   // Notebook 7 (no application object exposed there: run the cell with the keyboard)
-  const encoded = params.nb7_notebook.split('/').map(encodeURIComponent).join('/');
-  await page.goto(`${URL_BASE}notebooks/${encoded}?token=${TOKEN}`, { timeout: 60_000 });
-  const firstCell = page.locator('.jp-Notebook .jp-Cell').first();
-  await firstCell.waitFor({ state: 'visible', timeout: 60_000 });
-  const dialog = page.locator('.jp-Dialog .jp-Dialog-button.jp-mod-accept');
-  if (await dialog.count()) await dialog.first().click();
-  await waitKernelIdle(params.nb7_notebook, log);
-  out.nb7_attempts = await runFirstCell(page, log);
+  out.nb7_attempts = await runFirstCellInNotebook7(page, params.nb7_notebook, page.locator(SEL.root).first());
   await waitRendered(page);
   await page.locator(SEL.root).first().scrollIntoViewIfNeeded();
   await page.waitForTimeout(200);
