@@ -35,7 +35,7 @@
 import { chat, counters, SEL, sendPrompt, waitForChat } from './chat.mjs';
 import fs from 'node:fs';
 import zlib from 'node:zlib';
-import { cell, openNotebook, runCell, scenario, TOKEN, URL_BASE } from './lab.mjs';
+import { cell, openNotebook, runCell, runFirstCellInNotebook7, scenario } from './lab.mjs';
 import { analyseTrace, endTrace, startTrace } from './trace.mjs';
 
 const FINAL = ['done', 'stopped', 'error', 'timeout'];
@@ -46,28 +46,6 @@ const quantile = (xs, q) => {
   return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
 };
 const r1 = (x) => (x === null || x === undefined ? null : Math.round(x * 10) / 10);
-
-/** Notebook 7 exposes no application object: run the widget cell with the keyboard. */
-async function openInNotebook7(page, notebook, chatCell, log) {
-  const encoded = notebook.split('/').map(encodeURIComponent).join('/');
-  const t0 = Date.now();
-  await page.goto(`${URL_BASE}notebooks/${encoded}?token=${TOKEN}`, { timeout: 90_000 });
-  const c = cell(page, chatCell);
-  await c.waitFor({ state: 'visible', timeout: 90_000 });
-  // a cell run before the page's kernel connection is up is dropped: try again until the widget shows
-  for (let attempt = 1; ; attempt++) {
-    try {
-      await c.locator('.jp-InputPrompt').first().click({ timeout: 20_000 });
-      await page.keyboard.press('Shift+Enter');
-      await page.locator(SEL.root).first().waitFor({ state: 'visible', timeout: 10_000 });
-      break;
-    } catch (err) {
-      if (attempt >= 6) throw err;
-      log(`notebook 7, attempt ${attempt}: no widget yet`);
-    }
-  }
-  return Date.now() - t0;
-}
 
 /** Select the probe cell as a person does: a click on its prompt (command mode). */
 async function selectCell(page, index) {
@@ -181,7 +159,10 @@ await scenario(async ({ page, params, log }) => {
     openMs = await openNotebook(page, params.notebook);
     await runCell(page, chatCell);
   } else if (frontend === 'notebook7') {
-    openMs = await openInNotebook7(page, params.notebook, chatCell, log);
+    // Notebook 7 exposes no application object: the widget cell (the first) runs from the keyboard
+    const t0 = Date.now();
+    await runFirstCellInNotebook7(page, params.notebook, page.locator(SEL.root).first());
+    openMs = Date.now() - t0;
   } else {
     throw new Error(`unknown frontend ${frontend}`);
   }
