@@ -53,7 +53,9 @@ export async function endTrace(cdp) {
 
 /** Where a script URL comes from. */
 function scriptClass(url) {
-  if (!url) return "js: the benchmark's own (Playwright, page.evaluate)";
+  // event dispatch, microtask checkpoints, timers with no script frame of their own,
+  // and scripts injected by the benchmark (Playwright, page.evaluate) have no URL
+  if (!url) return 'js: no URL (dispatch, microtasks, the benchmark)';
   if (url.startsWith('blob:')) return 'js: widget (nbstream, anywidget blob)';
   if (url.includes('/lab/extensions/') || url.includes('/static/extensions/')) return 'js: extensions (widget manager, anywidget)';
   if (url.includes('/static/lab/') || url.includes('/static/notebook/') || url.includes('/lab/api/') || url.includes('/static/')) return 'js: JupyterLab / Notebook';
@@ -163,7 +165,7 @@ function selfTimes(node, url, out, fns) {
 }
 
 /** Samples of the V8 CPU profile in the trace: [{ts, url, fn}] on the given pid/tid. */
-function profileSamples(events, pid, tid) {
+export function profileSamples(events, pid, tid) {
   const nodes = new Map();
   const samples = [];
   const profiles = new Map(); // id -> { t }
