@@ -245,15 +245,30 @@ def state_dict(gguf: GgufFile, config: Any,
         return tensor
 
     out: dict[str, Any] = {}
+    # progress counts elements, so the 28M-element embedding weighs what it costs
+    sizes = [int(np.prod(e.shape, dtype=np.int64)) for e in gguf.tensors]
+    total, done = sum(sizes), 0
     # numpy releases the GIL in the heavy loops: one thread per core
     with ThreadPoolExecutor(max_workers=max(1, min(4, os.cpu_count() or 1)),
                             thread_name_prefix="nbstream-convert") as pool:
-        for done, (entry, tensor) in enumerate(
-                zip(gguf.tensors, pool.map(one, gguf.tensors), strict=True), start=1):
+        for size, entry, tensor in zip(sizes, gguf.tensors, pool.map(one, gguf.tensors),
+                                       strict=True):
             out[_hf_name(entry.name)] = tensor
+            done += size
             if progress is not None:
-                progress(done, len(gguf.tensors))  # on the caller's thread, in order
+                progress(done, total)  # on the caller's thread, in order
     return out
+
+
+#: A first conversion's progress, in units of :data:`UNITS`: rough shares of its
+#: time measured on 2 cores (importing transformers' Llama code and reading the
+#: header about a third, the tensors half, writing the weights and converting the
+#: tokenizer the rest), so that a progress bar moves with the work rather than
+#: waiting at 0 % through the imports.
+UNITS = 1000
+_READ_DONE = 300
+_TENSORS_DONE = 850
+_WEIGHTS_WRITTEN = 900
 
 
 def convert(path: Path, dest: Path,
@@ -262,8 +277,14 @@ def convert(path: Path, dest: Path,
 
     ``dest`` must exist and be empty; the caller makes it atomic. Raises
     :class:`Unsupported` (before writing anything) for a file the fast path
-    does not handle.
+    does not handle. ``progress(done, UNITS)`` is called from 0 (before the
+    imports) to :data:`UNITS` (all written), never decreasing.
     """
+    def report(done: int) -> None:
+        if progress is not None:
+            progress(done, UNITS)
+
+    report(0)
     from safetensors.torch import save_file
     from transformers import GenerationConfig, PreTrainedTokenizerFast
 
@@ -271,10 +292,14 @@ def convert(path: Path, dest: Path,
     config = llama_config(gguf)
     for entry in gguf.tensors:
         _hf_name(entry.name)  # every name known, before any work
-    tensors = state_dict(gguf, config, progress)
+    report(_READ_DONE)
+    share = _TENSORS_DONE - _READ_DONE
+    tensors = state_dict(gguf, config, lambda done, total: report(
+        _READ_DONE + share * done // max(total, 1)))
     config.save_pretrained(dest)
     GenerationConfig.from_model_config(config).save_pretrained(dest)
     save_file(tensors, str(Path(dest) / "model.safetensors"), metadata={"format": "pt"})
+    report(_WEIGHTS_WRITTEN)
     # transformers' own GGUF tokenizer conversion (PreTrainedTokenizerFast, not
     # AutoTokenizer, which would parse the whole file again for the config)
     tokenizer = PreTrainedTokenizerFast.from_pretrained(
@@ -282,3 +307,4 @@ def convert(path: Path, dest: Path,
     tokenizer.save_pretrained(dest)
     (Path(dest) / "nbstream-gguf.json").write_text(json.dumps(
         {"tensors": len(tensors), "weights_dtype": WEIGHTS_DTYPE}, indent=2))
+    report(UNITS)

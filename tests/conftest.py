@@ -30,7 +30,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -230,9 +230,22 @@ def _stop_process_tree(proc: subprocess.Popen[bytes], grace: float = 10.0) -> No
 
 @contextlib.contextmanager
 def start_jupyterlab(
-    root_dir: Path, home: Path, startup_timeout: float = 90.0
+    root_dir: Path,
+    home: Path,
+    startup_timeout: float = 90.0,
+    *,
+    python: Path | str | None = None,
+    env: Mapping[str, str] | None = None,
+    log_name: str = "jupyterlab-server.log",
 ) -> Iterator[JupyterLab]:
-    """Start JupyterLab on ``root_dir``; private dirs under ``home``; stop it on exit."""
+    """Start JupyterLab on ``root_dir``; private dirs under ``home``; stop it on exit.
+
+    ``python``: the interpreter whose environment runs the server and its
+    kernels (default: this one); its folder goes first on ``PATH``. ``env``: the
+    environment to start from (default: this process's), under
+    :data:`OFFLINE_ENV` and the private dirs. The log goes to
+    ``test-artifacts/<log_name>``.
+    """
     for sub in ("config", "data", "runtime", "settings", "workspaces", "ipython"):
         (home / sub).mkdir(parents=True, exist_ok=True)
     for relpath, settings in LAB_SETTINGS.items():
@@ -242,20 +255,22 @@ def start_jupyterlab(
 
     port = free_port()
     token = secrets.token_hex(16)
-    bin_dir = str(Path(sys.executable).parent)
-    env = {
-        **os.environ,
+    python = str(python or sys.executable)
+    bin_dir = str(Path(python).parent)
+    base_env = os.environ if env is None else env
+    child_env = {
+        **base_env,
         **OFFLINE_ENV,
-        "PATH": bin_dir + os.pathsep + os.environ.get("PATH", ""),
+        "PATH": bin_dir + os.pathsep + base_env.get("PATH", ""),
         "JUPYTER_CONFIG_DIR": str(home / "config"),
         "JUPYTER_RUNTIME_DIR": str(home / "runtime"),
         "JUPYTERLAB_SETTINGS_DIR": str(home / "settings"),
         "JUPYTERLAB_WORKSPACES_DIR": str(home / "workspaces"),
         "IPYTHONDIR": str(home / "ipython"),
     }
-    env.pop("JUPYTER_TOKEN", None)
+    child_env.pop("JUPYTER_TOKEN", None)
     cmd = [
-        sys.executable,
+        python,
         "-m",
         "jupyterlab",
         "--no-browser",
@@ -275,12 +290,12 @@ def start_jupyterlab(
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers and CI machines often run as root
     ARTIFACTS.mkdir(exist_ok=True)
-    log_path = ARTIFACTS / "jupyterlab-server.log"
+    log_path = ARTIFACTS / log_name
     with open(log_path, "wb") as log:
         proc = subprocess.Popen(
             cmd,
             cwd=root_dir,
-            env=env,
+            env=child_env,
             stdin=subprocess.DEVNULL,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -363,7 +378,13 @@ RunScenario = Callable[..., dict[str, Any]]
 
 @pytest.fixture
 def run_scenario(jupyterlab: JupyterLab, request: pytest.FixtureRequest) -> Iterator[RunScenario]:
-    """``run_scenario(name, *, timeout=120, **params) -> dict``.
+    """``run_scenario(name, *, timeout=120, **params) -> dict``: see :func:`scenario_runner`,
+    against the session's ``jupyterlab``."""
+    yield scenario_runner(jupyterlab, request.node.name)
+
+
+def scenario_runner(jupyterlab: JupyterLab, test_name: str) -> RunScenario:
+    """``run(name, *, timeout=120, **params) -> dict`` against ``jupyterlab``.
 
     Runs ``node tests/browser/<name>.mjs`` with ``NBS_URL``, ``NBS_TOKEN``,
     ``NBS_PARAMS`` (the params as JSON), ``NBS_ARTIFACTS``, ``NBS_ARTIFACT``
@@ -373,7 +394,7 @@ def run_scenario(jupyterlab: JupyterLab, request: pytest.FixtureRequest) -> Iter
     Every kernel of the server is shut down after each scenario.
     """
     node = _check_browser_tools()
-    test_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in request.node.name)
+    test_name = "".join(c if c.isalnum() or c in "-_." else "_" for c in test_name)
     runs = 0
 
     def run(name: str, *, timeout: float = 120.0, **params: Any) -> dict[str, Any]:
@@ -452,7 +473,7 @@ def run_scenario(jupyterlab: JupyterLab, request: pytest.FixtureRequest) -> Iter
         finally:
             jupyterlab.shutdown_kernels()
 
-    yield run
+    return run
 
 
 def _shortened(value: Any, keep: int = 4) -> Any:

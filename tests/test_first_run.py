@@ -127,6 +127,12 @@ def test_first_conversion_is_quiet_small_and_reports_progress(tmp_path: Path) ->
     assert size <= 300e6, f"converted copy is {size / 1e6:.0f} MB"
     # every weight of the model came from the file, under its transformers name
     assert result["missing"] == [] and result["unexpected"] == [] and result["mismatched"] == []
+    # from 0 before the imports to the whole (in units that weigh each stage's work:
+    # the first report comes before anything slow), never back, one per tensor
+    from nbstream.gguf_llama import UNITS
+
     progress = result["progress"]
-    assert progress[-1][0] == progress[-1][1] == len(progress) > 100
-    assert [done for done, _ in progress] == list(range(1, len(progress) + 1))
+    dones = [done for done, _ in progress]
+    assert {total for _, total in progress} == {UNITS}
+    assert dones[0] == 0 and dones[-1] == UNITS
+    assert dones == sorted(dones) and len(progress) > 100

@@ -14,63 +14,38 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import queue
 import shutil
-import subprocess
-import sys
 import tarfile
-import tempfile
 import time
 import zipfile
 from collections.abc import Iterator
-from email.parser import Parser
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _dist import (
+    BUNDLE,
+    LOADER,
+    ROOT,
+    build_dist,
+    cached_venv,
+    clean_env,
+    run,
+    wheel_metadata,
+)
 from _wire import body_parts, delta_keys
 from packaging.requirements import Requirement
 
 pytestmark = pytest.mark.wheel
 
-ROOT = Path(__file__).resolve().parents[1]
-BUNDLE = ROOT / "nbstream" / "static" / "widget.js"
-LOADER = ROOT / "nbstream" / "static" / "loader.js"
 KERNEL_REQUIREMENT = "ipykernel>=6.29,!=7.0.*"
-
-
-def clean_env() -> dict[str, str]:
-    """The environment without anything that would put the repository on the path."""
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "PYTHONSTARTUP")}
-    env["PIP_DISABLE_PIP_VERSION_CHECK"] = "1"
-    return env
-
-
-def run(*args: str | Path, cwd: Path, timeout: float = 600) -> str:
-    done = subprocess.run([str(a) for a in args], cwd=cwd, env=clean_env(), capture_output=True,
-                          text=True, timeout=timeout)
-    assert done.returncode == 0, f"{args} failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return done.stdout
 
 
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """``(sdist, wheel)`` built from this tree (the wheel from the sdist)."""
-    if not BUNDLE.is_file():
-        pytest.fail(f"{BUNDLE} is missing: run `make bundle` (make test builds it first)")
-    out = tmp_path_factory.mktemp("dist")
-    run(sys.executable, "-m", "build", "--no-isolation", "--outdir", out, ROOT, cwd=out)
-    (sdist,) = out.glob("nbstream-*.tar.gz")
-    (wheel,) = out.glob("nbstream-*.whl")
-    return sdist, wheel
-
-
-def wheel_metadata(wheel: Path) -> Any:
-    with zipfile.ZipFile(wheel) as z:
-        (name,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
-        return Parser().parsestr(z.read(name).decode())
+    return build_dist(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -80,24 +55,11 @@ def venv(dist: tuple[Path, Path]) -> Iterator[Path]:
     base = sorted(r for r in wheel_metadata(wheel).get_all("Requires-Dist")
                   if "extra ==" not in r)
     wanted = [*base, KERNEL_REQUIREMENT]
-    key = hashlib.sha256(json.dumps([sys.version, wanted]).encode()).hexdigest()[:12]
-    home = Path(os.environ.get("NBSTREAM_WHEEL_VENVS", Path(sys.prefix) / "nbstream-wheel-venvs"))
-    target = home / key
-    if not (target / "ready").is_file():
-        home.mkdir(parents=True, exist_ok=True)
-        building = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=home))
-        # built under a temporary name and renamed: a half-built venv is never used
-        run(sys.executable, "-m", "venv", building / "env", cwd=home)
-        run(building / "env" / "bin" / "python", "-m", "pip", "install", "-q", *wanted,
-            cwd=home)
-        shutil.rmtree(target, ignore_errors=True)
-        (building / "ready").write_text(json.dumps(wanted))
-        try:
-            os.replace(building, target)
-        except OSError:  # another run finished first: use that one
-            shutil.rmtree(building, ignore_errors=True)
-    # moved after it was built: fine for `python -m ...` (pyvenv.cfg sits beside it)
-    yield target / "env" / "bin" / "python"
+
+    def fill(python: Path) -> None:
+        run(python, "-m", "pip", "install", "-q", *wanted, cwd=python.parent)
+
+    yield cached_venv("base", wanted, fill)
 
 
 @pytest.fixture(scope="module")

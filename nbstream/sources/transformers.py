@@ -125,9 +125,9 @@ LOADING = "loading model"
 WARMING_UP = "warming up the model"
 
 
-def _load_default_reporting(kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """Load the embedded model, reporting the one-time conversion's progress (per
-    tensor) and then the load (on this, the worker thread; see nbstream.loading)."""
+def _announce_default() -> None:
+    """Say at once (before torch and transformers are imported, seconds on a
+    first run) whether the embedded model must be converted first."""
     from nbstream import default_model
 
     try:
@@ -138,6 +138,13 @@ def _load_default_reporting(kwargs: dict[str, Any]) -> tuple[Any, Any]:
         report_loading(PREPARING, 0.0)
     else:
         report_loading(LOADING)
+
+
+def _load_default_reporting(kwargs: dict[str, Any]) -> tuple[Any, Any]:
+    """Load the embedded model, reporting the one-time conversion's progress (in
+    units weighing each stage's work, see gguf_llama.UNITS) and then the load (on
+    this, the worker thread; see nbstream.loading)."""
+    from nbstream import default_model
 
     def progress(done: int, total: int) -> None:
         if total > 0 and done >= total:
@@ -454,6 +461,8 @@ class TransformersSource(Source):
     def _load_model(self) -> _Loaded:
         if self._kind == "object":
             return _Loaded(self._model_obj, None)
+        if self._kind == "default":
+            _announce_default()
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         plan = devices.plan(
