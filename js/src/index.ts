@@ -9,6 +9,7 @@ import type { Initialize, Render } from "@anywidget/types";
 import { mountChat } from "./chat";
 import { setDefaultAckGap } from "./frame";
 import type { ChatTraits } from "./protocol";
+import { setSizedBatch } from "./sized";
 
 /** Nothing is shared between the views of one model. */
 const initialize: Initialize<ChatTraits> = () => undefined;
@@ -16,11 +17,13 @@ const initialize: Initialize<ChatTraits> = () => undefined;
 interface BenchOptions {
   markdown?: unknown;
   acks?: unknown;
+  sized?: unknown;
 }
 
 /**
  * Benchmarks compare with the previous ways by setting
- * `window.__nbstreamOptions = { markdown: "full", acks: "every-frame" }` before a view renders.
+ * `window.__nbstreamOptions = { markdown: "full", acks: "every-frame", sized: "at-once" }`
+ * before a view renders.
  */
 function benchOptions(el: HTMLElement): BenchOptions | undefined {
   return (el.ownerDocument.defaultView as { __nbstreamOptions?: BenchOptions })?.__nbstreamOptions;
@@ -30,6 +33,9 @@ const render: Render<ChatTraits> = ({ model, el }) => {
   const opts = benchOptions(el);
   if (opts?.acks === "every-frame") {
     setDefaultAckGap(0);
+  }
+  if (opts?.sized === "at-once") {
+    setSizedBatch(0);
   }
   return mountChat(model, el, { markdown: opts?.markdown === "full" ? "full" : "incremental" });
 };

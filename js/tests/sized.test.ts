@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
-import { afterEach, beforeAll, describe, expect, it, vi } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { MarkdownSink, renderOnce } from "../src/incremental";
-import { SIZED_CLASS } from "../src/sized";
+import { SIZED_BATCH_MS, SIZED_CLASS, setSizedBatch } from "../src/sized";
 
 /** A ResizeObserver whose "layout" happens when the test says so. */
 class FakeResizeObserver {
@@ -19,8 +19,13 @@ class FakeResizeObserver {
   disconnect(): void {
     this.targets.clear();
   }
-  /** The browser laid out every watched element. */
+  /** The browser laid out every watched element, and the batch of marks came. */
   layout(): void {
+    this.report();
+    vi.advanceTimersByTime(SIZED_BATCH_MS);
+  }
+  /** The browser laid out every watched element: the observer's callback only. */
+  report(): void {
     const entries = [...this.targets].map((target) => ({ target }) as ResizeObserverEntry);
     this.cb(entries, this as unknown as ResizeObserver);
   }
@@ -42,10 +47,14 @@ const withoutMarks = (el: Element): string => {
 };
 
 beforeAll(() => {
+  vi.useFakeTimers();
   vi.stubGlobal("ResizeObserver", FakeResizeObserver);
 });
 afterEach(() => {
   ro().layout(); // every test starts with nothing watched
+});
+afterAll(() => {
+  vi.useRealTimers();
 });
 
 describe("blocks may skip layout only once laid out", () => {
@@ -96,5 +105,52 @@ describe("blocks may skip layout only once laid out", () => {
     expect([...ro().targets]).toEqual([...el.children]);
     ro().layout();
     expect(sized(el)).toEqual([true, true]);
+  });
+});
+
+describe("marks come in batches, never in the observer's callback", () => {
+  // A class changed in a ResizeObserver callback makes the browser lay the
+  // frame out a second time: the marks wait for a timer, one per batch.
+  it("blocks laid out are marked together, once the batch time has passed", () => {
+    const el = document.createElement("div");
+    const sink = new MarkdownSink(el);
+    sink.append("one\n\ntwo\n\nthree");
+    ro().report();
+    expect(sized(el)).toEqual([false, false, false]);
+    expect(ro().targets.size).toBe(0); // reported once: no longer watched
+    vi.advanceTimersByTime(SIZED_BATCH_MS - 1);
+    expect(sized(el)).toEqual([false, false, false]);
+    sink.append("\n\nfour");
+    ro().report(); // joins the batch that is waiting
+    vi.advanceTimersByTime(1);
+    expect(sized(el)).toEqual([true, true, true, true]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it("a block removed while it waits for its batch is not marked", () => {
+    const el = document.createElement("div");
+    const sink = new MarkdownSink(el);
+    sink.append("a paragraph");
+    ro().report();
+    const waiting = el.firstElementChild as Element;
+    sink.append(" goes on.\n\nNext.");
+    expect(el.firstElementChild).not.toBe(waiting);
+    ro().layout();
+    expect(waiting.classList.contains(SIZED_CLASS)).toBe(false);
+    expect(sized(el)).toEqual([true, true]);
+  });
+
+  it("batch time 0: marked in the callback (the previous way, for benchmarks)", () => {
+    const previous = setSizedBatch(0);
+    try {
+      const el = document.createElement("div");
+      const sink = new MarkdownSink(el);
+      sink.append("one\n\ntwo");
+      ro().report();
+      expect(sized(el)).toEqual([true, true]);
+      expect(vi.getTimerCount()).toBe(0);
+    } finally {
+      setSizedBatch(previous);
+    }
   });
 });
