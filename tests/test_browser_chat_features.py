@@ -11,7 +11,9 @@
   every frame, the list stops at the top of the long reply, and the reader's
   place is kept when they scrolled up (screenshot ...-pinned-widget.png).
 * The reader's place survives the frame in which a long paragraph closes
-  (tests/browser/scroll_close.mjs): deterministic, with the source held at a gate.
+  (tests/browser/scroll_close.mjs): deterministic, with the source held at a gate;
+  light and dark (...-<theme>-widget.png, the reader's view after the paragraph
+  closed), and in Notebook 7 a long reply stops at its top (...-notebook7-widget.png).
 """
 
 from __future__ import annotations
@@ -197,13 +199,16 @@ def test_scrolling_respects_the_reader(
 CLOSE_PARAGRAPH_WORDS = 900
 
 
+@pytest.mark.parametrize("theme", ["light", "dark"])
 def test_reader_keeps_place_when_the_paragraph_closes(
-    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str, theme_setting: Any,
+    theme: str,
 ) -> None:
     # The defect: the closed paragraph is a new node that may skip layout
     # (content-visibility) before it was ever laid out, counting as a 3em
     # placeholder; for one layout the list shrank and the browser clamped the
     # reader's scrollTop to the top. Found as a rare flake of the scroll test.
+    theme_setting(THEME_NAMES[theme])
     paragraph = " ".join(f"w{i}" for i in range(CLOSE_PARAGRAPH_WORDS))
     path = jupyterlab.write_notebook(
         notebook_name,
@@ -223,10 +228,30 @@ def test_reader_keeps_place_when_the_paragraph_closes(
             "chat",
         ],
     )
+    # the light run opens a long scripted answer in Notebook 7 too: it stops at the
+    # reply's top there as well (no gate: Notebook 7 exposes no app to run a cell from)
+    nb7 = {}
+    if theme == "light":
+        nb7["nb7_notebook"] = jupyterlab.write_notebook(f"nb7-{notebook_name}", [
+            "from nbstream import ChatWidget\n"
+            "from nbstream.sources import ScriptedSource\n"
+            f"chat = ChatWidget(ScriptedSource({_long_answer()!r}, rate=1600), title='close')\n"
+            "chat",
+        ])
     r = run_scenario(
-        "scroll_close", timeout=180, notebook=path, paragraph_chars=len(paragraph),
-        timeout_ms=60_000,
+        "scroll_close", timeout=240, notebook=path, paragraph_chars=len(paragraph),
+        timeout_ms=60_000, label=theme, **nb7,
     )
+    assert r["theme"] == THEME_NAMES[theme]
+    shot = Path(r["screenshot_widget"])
+    assert shot.is_file() and shot.stat().st_size > 5_000, shot
+    if nb7:
+        n = r["notebook7"]
+        # pinned at the reply's top (below the question), offering the jump
+        assert n["jump"] and n["top"] > 0 and n["height"] > n["client"], n
+        assert abs(n["top"] - (n["reply"] - 4)) <= 2, n
+        shot7 = Path(n["screenshot_widget"])
+        assert shot7.is_file() and shot7.stat().st_size > 5_000, shot7
     before, after = r["before"], r["after"]
     # the list stopped at the reply's top, below the question: a place to lose
     assert before["top"] > 0 and before["height"] > before["client"] + 200, before

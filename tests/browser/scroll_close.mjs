@@ -7,9 +7,44 @@
 // and the next block arrive together: the renderer closes the paragraph (a new
 // node that is no longer the last block) while the reader looks at it.
 // A scroll listener records every scrollTop the list takes from then on.
-// params: { notebook, paragraph_chars, timeout_ms }
+// In Notebook 7 (params.nb7_notebook, a long scripted answer): the list stops at
+// the reply's top there too.
+// params: { notebook, paragraph_chars, label, nb7_notebook?, timeout_ms }
+// Screenshots: <artifact>-<label>-widget.png, <artifact>-notebook7-widget.png
+import path from 'node:path';
 import { SEL, sendPrompt, waitForChat } from './chat.mjs';
-import { openNotebook, runAllCells, runCode, scenario } from './lab.mjs';
+import { ARTIFACT, ARTIFACTS, openNotebook, runAllCells, runCode, runFirstCellInNotebook7, scenario } from './lab.mjs';
+
+/** In the page: where the list is and where the reply being written starts. */
+function listGeometry() {
+  const root = document.querySelector('.nbs-chat');
+  const list = root.querySelector('.nbs-messages');
+  const reply = [...list.querySelectorAll('.nbs-message[data-role="assistant"]')].pop();
+  return {
+    top: list.scrollTop,
+    height: list.scrollHeight,
+    client: list.clientHeight,
+    jump: !root.querySelector('.nbs-jump').hidden,
+    reply: reply ? reply.getBoundingClientRect().top - list.getBoundingClientRect().top - list.clientTop + list.scrollTop : null,
+  };
+}
+
+/** Notebook 7: a long scripted reply, asked from the input box, stops at its top. */
+async function inNotebook7(page, notebook, log) {
+  const attempts = await runFirstCellInNotebook7(page, notebook, page.locator(SEL.root).first());
+  log(`notebook 7: the widget showed after ${attempts} run(s) of the cell`);
+  await sendPrompt(page, 'go');
+  await page.waitForFunction(() => !document.querySelector('.nbs-chat .nbs-jump').hidden, null, {
+    timeout: 60_000,
+    polling: 'raf',
+  });
+  const geometry = await page.evaluate(listGeometry);
+  const root = page.locator(SEL.root).first();
+  await root.scrollIntoViewIfNeeded();
+  const shot = path.join(ARTIFACTS, `${ARTIFACT}-notebook7-widget.png`);
+  await root.screenshot({ path: shot, timeout: 15_000 });
+  return { ...geometry, screenshot_widget: shot };
+}
 
 await scenario(async ({ page, params, log }) => {
   const timeout = params.timeout_ms ?? 60_000;
@@ -54,5 +89,11 @@ await scenario(async ({ page, params, log }) => {
       tops: window.__nbsTops,
     };
   });
-  return { id, before, after };
+  const root = page.locator(SEL.root).first();
+  const shot = path.join(ARTIFACTS, `${ARTIFACT}-${params.label ?? 'light'}-widget.png`);
+  await root.screenshot({ path: shot, timeout: 15_000 });
+  const theme = await page.evaluate(() => document.body.dataset.jpThemeName ?? null);
+  const out = { id, before, after, theme, screenshot_widget: shot };
+  if (params.nb7_notebook) out.notebook7 = await inNotebook7(page, params.nb7_notebook, log);
+  return out;
 });
