@@ -1,10 +1,20 @@
-"""Browser test of a chat started from a history, in real JupyterLab (headless Chromium):
+"""Browser tests of the conversation features, in real JupyterLab (headless Chromium).
+
+A chat started from a history (tests/browser/conversation.mjs):
 ``ChatWidget(source, messages=[...])`` shows every message at once with its status
 and reasoning, never as live; "Copy all" gives ``chat.to_markdown()``; a question
-asked in the view follows the loaded messages (tests/browser/conversation.mjs), in the
-light and the dark theme (screenshots test-artifacts/test_loaded_conversation_renders_and_
-copies_<theme>_-widget.png; the light run in Notebook 7 too, ...-notebook7-widget.png). Edit and branches in the view (tests/browser/branches.mjs):
-Regenerate keeps the old answer, the "< 2 / 2 >" switch goes back, Edit asks anew.
+asked in the view follows the loaded messages. Screenshots:
+test-artifacts/test_loaded_conversation_renders_and_copies_<theme>_-widget.png; the light run
+in Notebook 7 too, ...-notebook7-widget.png.
+
+Edit and branches in the view (tests/browser/branches.mjs): Regenerate keeps the old
+answer, the "< 2 / 2 >" switch goes back, Edit asks anew; in Notebook 7 (light run), a chat
+whose branches Python made (send, regenerate) shows the switch, and "previous" brings the
+earlier answer back. Screenshots:
+test-artifacts/test_edit_and_branches_in_the_view_<theme>_-widget.png; the light run in
+Notebook 7 too, ...-notebook7-widget.png.
+
+Both run in the light and the dark theme.
 """
 
 from __future__ import annotations
@@ -107,9 +117,16 @@ def test_loaded_conversation_renders_and_copies(
     assert shot.is_file() and shot.stat().st_size > 5_000, shot
 
 
+NB7_QUESTION = "a question"
+NB7_ANSWERS = ["the earlier answer", "the later answer"]
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
 def test_edit_and_branches_in_the_view(
-    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str, theme_setting: Any,
+    theme: str,
 ) -> None:
+    theme_setting(THEME_NAMES[theme])
     path = jupyterlab.write_notebook(
         notebook_name,
         [
@@ -124,7 +141,25 @@ def test_edit_and_branches_in_the_view(
             "chat",
         ],
     )
-    r = run_scenario("branches", timeout=240, notebook=path)
+    # the light run also opens, in Notebook 7, a chat whose branches Python made
+    nb7: dict[str, Any] = {}
+    if theme == "light":
+        nb7["nb7_notebook"] = jupyterlab.write_notebook(
+            f"nb7-{notebook_name}",
+            [
+                "from nbstream import ChatWidget\n"
+                "from nbstream.sources import ScriptedSource\n"
+                f"answers = iter({NB7_ANSWERS!r})\n"
+                "chat = ChatWidget(ScriptedSource(lambda messages: next(answers), rate=200),\n"
+                "                  title='branches')\n"
+                f"chat.send({NB7_QUESTION!r}).wait(30)\n"
+                "chat.regenerate().wait(30)\n"
+                "chat",
+            ],
+        )
+        nb7["nb7_texts"] = [NB7_QUESTION, *NB7_ANSWERS]
+    r = run_scenario("branches", timeout=300, notebook=path, **nb7)
+    assert r["theme"] == THEME_NAMES[theme]
     s = r["steps"]
 
     def brief(step: str) -> list[tuple[str, str, str | None]]:
@@ -144,5 +179,13 @@ def test_edit_and_branches_in_the_view(
     # and back to the original question, with the answer last shown below it
     assert brief("original") == [("m1", "first question", "1 / 2"),
                                  ("m2", "answer 1 to first question", "1 / 2")]
+    if nb7:
+        n = r["notebook7"]["steps"]
+        assert [(m["text"], m["pos"]) for m in n["shown"]] == [
+            (NB7_QUESTION, None), (NB7_ANSWERS[1], "2 / 2")]
+        assert [(m["text"], m["pos"]) for m in n["back"]] == [
+            (NB7_QUESTION, None), (NB7_ANSWERS[0], "1 / 2")]
+        shot7 = Path(r["notebook7"]["screenshot_widget"])
+        assert shot7.is_file() and shot7.stat().st_size > 5_000, shot7
     shot = Path(r["screenshot_widget"])
     assert shot.is_file() and shot.stat().st_size > 5_000, shot

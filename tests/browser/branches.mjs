@@ -1,11 +1,22 @@
 // Edit and branches in real JupyterLab: Regenerate keeps the old answer (‹ 2 / 2 ›
 // switches back to it), Edit asks a question anew as a new branch, and switching
-// shows each branch as it was.
-// params: { notebook }
-// Screenshot: <artifact>-widget.png (the edited branch, the switch on the question)
+// shows each branch as it was. Optionally, in Notebook 7, a chat whose branches Python
+// made (send, then regenerate): the switch shows on the last answer, and "previous"
+// brings back the earlier answer (the kernel answers the switch with `current`).
+// params: { notebook, nb7_notebook?, nb7_texts? ([question, earlier answer, later answer]) }
+// Screenshots: <artifact>-widget.png (the edited branch, the switch on the question),
+// <artifact>-notebook7-widget.png (Notebook 7, the earlier answer switched back to)
 import path from 'node:path';
 import { SEL, waitForChat } from './chat.mjs';
-import { ARTIFACT, ARTIFACTS, openNotebook, runAllCells, scenario, typeInto } from './lab.mjs';
+import {
+  ARTIFACT,
+  ARTIFACTS,
+  openNotebook,
+  runAllCells,
+  runFirstCellInNotebook7,
+  scenario,
+  typeInto,
+} from './lab.mjs';
 
 function shown(sel) {
   const root = document.querySelector(sel.root);
@@ -66,5 +77,25 @@ await scenario(async ({ page, params, log }) => {
   await click(page, `${SEL.root} .nbs-message[data-role="user"] button.nbs-branch-prev`);
   steps.original = await waitShown(page, ['first question', 'answer 1 to first question']);
   log('steps:', JSON.stringify(steps));
-  return { steps, screenshot_widget: shot };
+  const theme = await page.evaluate(() => document.body.dataset.jpThemeName ?? null);
+  const out = { steps, screenshot_widget: shot, theme };
+  if (params.nb7_notebook) out.notebook7 = await inNotebook7(page, params, log);
+  return out;
 });
+
+/** Branches made by Python, in Notebook 7: the switch, "previous", one screenshot. */
+async function inNotebook7(page, params, log) {
+  const [question, earlier, later] = params.nb7_texts;
+  const attempts = await runFirstCellInNotebook7(page, params.nb7_notebook, page.locator(SEL.root).first());
+  log(`notebook 7: the widget showed after ${attempts} run(s) of the cell`);
+  const steps = {};
+  steps.shown = await waitShown(page, [question, later]);
+  await click(page, `${SEL.root} .nbs-message[data-role="assistant"] button.nbs-branch-prev`);
+  steps.back = await waitShown(page, [question, earlier]);
+  const root = page.locator(SEL.root).first();
+  await root.scrollIntoViewIfNeeded();
+  const shot = path.join(ARTIFACTS, `${ARTIFACT}-notebook7-widget.png`);
+  await root.screenshot({ path: shot, timeout: 15_000 });
+  log('notebook 7 steps:', JSON.stringify(steps));
+  return { steps, screenshot_widget: shot };
+}
