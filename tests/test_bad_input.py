@@ -135,8 +135,8 @@ def test_unknown_keywords_raise_with_a_suggestion(make: Any, typo: str, suggesti
 
 def test_unknown_keyword_without_a_near_name_lists_what_is_accepted() -> None:
     with pytest.raises(TypeError, match=r"ChatWidget\(\) got an unexpected keyword argument "
-                                        r"'messages'.*accepts: source, title, system_prompt"):
-        ChatWidget(SRC, messages=[])  # type: ignore[call-arg]
+                                        r"'banana'.*accepts: source, title, system_prompt"):
+        ChatWidget(SRC, banana=[])  # type: ignore[call-arg]
     with pytest.raises(TypeError, match="unexpected keyword argument 'layout'"):
         ChatWidget(SRC, layout=None)  # type: ignore[call-arg]
 

@@ -90,7 +90,12 @@ def execute(kc: BlockingKernelClient, code: str, timeout: float = 90) -> None:
 
 
 def value(kc: BlockingKernelClient, expr: str) -> Any:
-    reply = _shell_reply(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
+    # an execute queued just after an interrupt is answered "aborted" (ipykernel
+    # stops on error): ask again
+    for _ in range(5):
+        reply = _shell_reply(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
+        if reply["content"].get("status") != "aborted":
+            break
     v = reply["content"]["user_expressions"]["v"]
     if v["status"] != "ok":
         raise AssertionError(f"{expr}: {v}")

@@ -58,7 +58,12 @@ def value(kc: BlockingKernelClient, expr: str) -> Any:
     """Evaluate ``expr`` in the kernel (as a user expression, so IOPub is untouched)."""
     import ast
 
-    reply = _shell_reply(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
+    # an execute queued just after an interrupt is answered "aborted" (ipykernel
+    # stops on error): ask again
+    for _ in range(5):
+        reply = _shell_reply(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
+        if reply["content"].get("status") != "aborted":
+            break
     v = reply["content"]["user_expressions"]["v"]
     if v["status"] != "ok":
         raise AssertionError(f"{expr}: {v}")

@@ -193,7 +193,12 @@ def _shell(kc: Any, msg_id: str, timeout: float) -> dict[str, Any]:
 def _value(kc: Any, expr: str) -> Any:
     import ast
 
-    reply = _shell(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
+    # an execute queued just after an interrupt is answered "aborted" (ipykernel
+    # stops on error): ask again
+    for _ in range(5):
+        reply = _shell(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
+        if reply["content"].get("status") != "aborted":
+            break
     v = reply["content"]["user_expressions"]["v"]
     assert v["status"] == "ok", v
     return ast.literal_eval(v["data"]["text/plain"])
