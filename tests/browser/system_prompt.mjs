@@ -9,7 +9,7 @@
 // <artifact>-notebook7-<label>-widget.png (expanded, after an edit and a question there)
 import path from 'node:path';
 import { SEL, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
-import { ARTIFACT, ARTIFACTS, TOKEN, URL_BASE, openNotebook, runAllCells, runCode, scenario } from './lab.mjs';
+import { ARTIFACT, ARTIFACTS, openNotebook, runAllCells, runCode, runFirstCellInNotebook7, scenario } from './lab.mjs';
 
 const BAR = '.nbs-system';
 
@@ -91,23 +91,10 @@ await scenario(async ({ page, params, log }) => {
   return out;
 });
 
-/** Notebook 7 exposes no application object: run the cell with the keyboard, as a person does. */
+/** The same chat in Notebook 7 (its first cell run as a person does; see lab.mjs). */
 async function inNotebook7(page, params, log) {
-  const encoded = params.nb7_notebook.split('/').map(encodeURIComponent).join('/');
-  await page.goto(`${URL_BASE}notebooks/${encoded}?token=${TOKEN}`, { timeout: 60_000 });
-  const cell = page.locator('.jp-Notebook .jp-Cell').first();
-  await cell.waitFor({ state: 'visible', timeout: 60_000 });
-  // a cell run before the page's kernel connection is up is dropped: try again until the widget shows
-  for (let attempt = 1; attempt <= 6; attempt++) {
-    await cell.locator('.jp-InputPrompt').first().click();
-    await page.keyboard.press('Shift+Enter');
-    try {
-      await page.locator(SEL.root).first().waitFor({ state: 'visible', timeout: 10_000 });
-      break;
-    } catch {
-      log(`notebook 7, attempt ${attempt}: no widget yet`);
-    }
-  }
+  const attempts = await runFirstCellInNotebook7(page, params.nb7_notebook, page.locator(SEL.root).first());
+  log(`notebook 7: the widget showed after ${attempts} run(s) of the cell`);
   await page.locator(BAR).first().waitFor({ state: 'visible', timeout: 30_000 });
   const before = await page.evaluate(readBar, SEL);
   await editPrompt(page, params.edited, log);
