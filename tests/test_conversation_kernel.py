@@ -4,7 +4,6 @@ per-message keys a view reads), sent by the pump thread from inside the kernel."
 
 from __future__ import annotations
 
-import ast
 import queue
 import time
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from _kernel import execute, value
 from _wire import conversation_of
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import start_new_kernel
@@ -75,33 +75,6 @@ def kernel() -> Iterator[BlockingKernelClient]:
         km.shutdown_kernel(now=True)
 
 
-def _shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        reply = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return reply  # type: ignore[no-any-return]
-
-
-def execute(kc: BlockingKernelClient, code: str, timeout: float = 90) -> None:
-    reply = _shell_reply(kc, kc.execute(code), timeout)
-    if reply["content"]["status"] != "ok":
-        raise AssertionError("".join(reply["content"].get("traceback", [])))
-
-
-def value(kc: BlockingKernelClient, expr: str) -> Any:
-    # an execute queued just after an interrupt is answered "aborted" (ipykernel
-    # stops on error): ask again
-    for _ in range(5):
-        reply = _shell_reply(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
-        if reply["content"].get("status") != "aborted":
-            break
-    v = reply["content"]["user_expressions"]["v"]
-    if v["status"] != "ok":
-        raise AssertionError(f"{expr}: {v}")
-    return ast.literal_eval(v["data"]["text/plain"])
-
-
 def front_end_model(kc: BlockingKernelClient, comm_id: str, last_id: int,
                     timeout: float = 30) -> dict[str, Any]:
     """The model the front end builds from ``comm_id``'s open and update messages on
@@ -128,7 +101,7 @@ def front_end_model(kc: BlockingKernelClient, comm_id: str, last_id: int,
 
 def test_save_then_load_in_a_kernel(kernel: BlockingKernelClient, tmp_path: Path) -> None:
     kc = kernel
-    execute(kc, SETUP)
+    execute(kc, SETUP, timeout=90)
     expected = [
         ("user", "think", "done"), ("assistant", "Forty-two.", "done"),
         ("user", "stop", "done"), ("assistant", "partial", "stopped"),
@@ -140,7 +113,7 @@ def test_save_then_load_in_a_kernel(kernel: BlockingKernelClient, tmp_path: Path
     path = str(tmp_path / "conversation.json")
     execute(kc, f"saved = chat.save({path!r})\n"
                 f"loaded = ChatWidget.load({path!r}, IteratorSource(answer))\n"
-                "loaded_comm = loaded.comm.comm_id")
+                "loaded_comm = loaded.comm.comm_id", timeout=90)
     assert value(kc, described.format("loaded")) == expected
     details = "[(r.reasoning, r.finish_reason, r.reason) for r in {}.replies]"
     assert value(kc, details.format("loaded")) == value(kc, details.format("chat")) == [

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from _kernel import execute, shell_reply, value
 from _wire import body_parts, delta_keys
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
@@ -36,38 +37,6 @@ TEXT = ''.join(f'w{i} ' for i in range(3000))
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
-
-
-def _shell_reply(kc: BlockingKernelClient, msg_id: str, timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        reply = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return reply  # type: ignore[no-any-return]
-
-
-def execute(kc: BlockingKernelClient, code: str, timeout: float = 60) -> dict[str, Any]:
-    """Run ``code`` through the shell channel only (IOPub is left for the test to read)."""
-    reply = _shell_reply(kc, kc.execute(code), timeout)
-    if reply["content"]["status"] != "ok":
-        raise AssertionError("".join(reply["content"].get("traceback", [])))
-    return reply
-
-
-def value(kc: BlockingKernelClient, expr: str) -> Any:
-    """Evaluate ``expr`` in the kernel (as a user expression, so IOPub is untouched)."""
-    import ast
-
-    # an execute queued just after an interrupt is answered "aborted" (ipykernel
-    # stops on error): ask again
-    for _ in range(5):
-        reply = _shell_reply(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
-        if reply["content"].get("status") != "aborted":
-            break
-    v = reply["content"]["user_expressions"]["v"]
-    if v["status"] != "ok":
-        raise AssertionError(f"{expr}: {v}")
-    return ast.literal_eval(v["data"]["text/plain"])
 
 
 def comm_msgs(kc: BlockingKernelClient, comm_id: str, until: Any, timeout: float = 30
@@ -232,7 +201,7 @@ def _interrupt_once_in_wait(main=threading.main_thread().ident):
 threading.Thread(target=_interrupt_once_in_wait, daemon=True).start()
 r3.wait()
 """)
-    reply = _shell_reply(kc, msg_id, 30)
+    reply = shell_reply(kc, msg_id, 30)
     assert reply["content"]["status"] == "error"
     assert reply["content"]["ename"] == "KeyboardInterrupt"
     assert value(kc, "r3.status") == "stopped"

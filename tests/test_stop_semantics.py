@@ -8,10 +8,10 @@ import _thread
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from _held import Held
+from _kernel import shell_reply, value
 from _wait import wait_until
 
 from nbstream import ChatWidget, Compare, Reply, lanes
@@ -183,27 +183,6 @@ def announce_wait():
 """
 
 
-def _shell(kc: Any, msg_id: str, timeout: float) -> dict[str, Any]:
-    while True:
-        reply = kc.get_shell_msg(timeout=timeout)
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return reply  # type: ignore[no-any-return]
-
-
-def _value(kc: Any, expr: str) -> Any:
-    import ast
-
-    # an execute queued just after an interrupt is answered "aborted" (ipykernel
-    # stops on error): ask again
-    for _ in range(5):
-        reply = _shell(kc, kc.execute("", silent=True, user_expressions={"v": expr}), 60)
-        if reply["content"].get("status") != "aborted":
-            break
-    v = reply["content"]["user_expressions"]["v"]
-    assert v["status"] == "ok", v
-    return ast.literal_eval(v["data"]["text/plain"])
-
-
 @pytest.mark.kernel
 def test_a_kernel_interrupt_during_wait_stops_the_queued_reply_too() -> None:
     import queue
@@ -212,10 +191,10 @@ def test_a_kernel_interrupt_during_wait_stops_the_queued_reply_too() -> None:
 
     km, kc = start_new_kernel(kernel_name="python3", env={"HF_HUB_OFFLINE": "1"})
     try:
-        setup = _shell(kc, kc.execute(KERNEL_SETUP), 60)
+        setup = shell_reply(kc, kc.execute(KERNEL_SETUP), 60)
         assert setup["content"]["status"] == "ok", setup["content"]
-        wait_until(lambda: _value(kc, "r1.status") == "running", 30)
-        assert _value(kc, "r2.status") == "queued"
+        wait_until(lambda: value(kc, "r1.status") == "running", 30)
+        assert value(kc, "r2.status") == "queued"
         msg_id = kc.execute("threading.Thread(target=announce_wait).start()\nr1.wait()")
         # interrupt once the kernel is blocked in wait() (a thread there says so)
         while True:
@@ -226,14 +205,14 @@ def test_a_kernel_interrupt_during_wait_stops_the_queued_reply_too() -> None:
             if msg["msg_type"] == "stream" and "IN-WAIT" in msg["content"]["text"]:
                 break
         km.interrupt_kernel()
-        reply = _shell(kc, msg_id, 30)
+        reply = shell_reply(kc, msg_id, 30)
         assert reply["content"]["status"] == "error"
         assert reply["content"]["ename"] == "KeyboardInterrupt"
-        wait_until(lambda: _value(kc, "(r1.status, r2.status)") == ("stopped", "stopped"), 30)
-        assert _value(kc, "r2.text") == ""
-        wait_until(lambda: _value(kc, "[t.name for t in threading.enumerate() "
+        wait_until(lambda: value(kc, "(r1.status, r2.status)") == ("stopped", "stopped"), 30)
+        assert value(kc, "r2.text") == ""
+        wait_until(lambda: value(kc, "[t.name for t in threading.enumerate() "
                                       "if t.name.startswith('nbstream-worker')]") == [], 30)
-        assert _value(kc, "ASKED") == ["one"]  # the queued reply never started
+        assert value(kc, "ASKED") == ["one"]  # the queued reply never started
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
