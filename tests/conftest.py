@@ -488,6 +488,24 @@ def _shortened(value: Any, keep: int = 4) -> Any:
     return value
 
 
+#: JupyterLab's theme setting, and the two themes the browser tests shoot
+THEMES_SETTING = "lab/api/settings/@jupyterlab/apputils-extension:themes"
+THEME_NAMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
+
+
+@pytest.fixture
+def theme_setting(jupyterlab: JupyterLab) -> Iterator[Any]:
+    """Set the server's theme setting; put JupyterLab Light back afterwards."""
+
+    def set_theme(name: str) -> None:
+        jupyterlab.api("PUT", THEMES_SETTING, {"raw": json.dumps({"theme": name})})
+
+    try:
+        yield set_theme
+    finally:
+        set_theme(THEME_NAMES["light"])
+
+
 @pytest.fixture
 def notebook_name(request: pytest.FixtureRequest) -> str:
     """A notebook file name unique to the current test (``<test name>.ipynb``)."""

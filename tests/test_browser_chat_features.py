@@ -18,18 +18,14 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import JupyterLab, RunScenario
+from conftest import THEME_NAMES, JupyterLab, RunScenario
 
 pytestmark = pytest.mark.browser
 
-THEMES_SETTING = "lab/api/settings/@jupyterlab/apputils-extension:themes"
-THEME_NAMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 
 BROKEN = r"$\frac{1}{$"
 MATH_ANSWER = (
@@ -44,19 +40,6 @@ MATH_ANSWER = (
     r"A matrix inline, $$\begin{pmatrix} 1 & 2 \\ 3 & 4 \end{pmatrix}$$, and a broken one: "
     f"{BROKEN} (shown as source).\n"
 )
-
-
-@pytest.fixture
-def theme_setting(jupyterlab: JupyterLab) -> Iterator[Any]:
-    """Set the server's theme setting; put JupyterLab Light back afterwards."""
-
-    def set_theme(name: str) -> None:
-        jupyterlab.api("PUT", THEMES_SETTING, {"raw": json.dumps({"theme": name})})
-
-    try:
-        yield set_theme
-    finally:
-        set_theme(THEME_NAMES["light"])
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])

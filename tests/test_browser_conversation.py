@@ -19,13 +19,11 @@ Both run in the light and the dark theme.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import JupyterLab, RunScenario
+from conftest import THEME_NAMES, JupyterLab, RunScenario
 
 from nbstream import ChatWidget
 from nbstream.sources import ScriptedSource
@@ -44,21 +42,6 @@ HISTORY: list[dict[str, Any]] = [
     {"role": "user", "content": "Try again"},
     {"role": "assistant", "content": "", "status": "error", "error": "RuntimeError: down"},
 ]
-THEMES_SETTING = "lab/api/settings/@jupyterlab/apputils-extension:themes"
-THEME_NAMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
-
-
-@pytest.fixture
-def theme_setting(jupyterlab: JupyterLab) -> Iterator[Any]:
-    """Set the server's theme setting; put JupyterLab Light back afterwards."""
-
-    def set_theme(name: str) -> None:
-        jupyterlab.api("PUT", THEMES_SETTING, {"raw": json.dumps({"theme": name})})
-
-    try:
-        yield set_theme
-    finally:
-        set_theme(THEME_NAMES["light"])
 
 
 FOLLOW_UP = "Thanks!"

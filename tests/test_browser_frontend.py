@@ -18,18 +18,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import REPO, JupyterLab, RunScenario
+from conftest import REPO, THEME_NAMES, JupyterLab, RunScenario
 
 pytestmark = pytest.mark.browser
 
 PAYLOADS = json.loads((REPO / "tests" / "browser" / "xss_payloads.json").read_text())
-THEMES_SETTING = "lab/api/settings/@jupyterlab/apputils-extension:themes"
-THEME_NAMES = {"light": "JupyterLab Light", "dark": "JupyterLab Dark"}
 
 
 def test_xss_corpus_streamed_through_a_widget(
@@ -122,19 +119,6 @@ def stream(pieces, rate=2000):
 
 > Model output is untrusted: it is sanitized before it reaches the page.
 """
-
-
-@pytest.fixture
-def theme_setting(jupyterlab: JupyterLab) -> Iterator[Any]:
-    """Set the server's theme setting; put JupyterLab Light back afterwards."""
-
-    def set_theme(name: str) -> None:
-        jupyterlab.api("PUT", THEMES_SETTING, {"raw": json.dumps({"theme": name})})
-
-    try:
-        yield set_theme
-    finally:
-        set_theme(THEME_NAMES["light"])
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])

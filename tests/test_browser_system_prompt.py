@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import JupyterLab, RunScenario
-from test_browser_chat_features import THEME_NAMES, theme_setting  # noqa: F401 - a fixture
+from conftest import THEME_NAMES, JupyterLab, RunScenario
 
 pytestmark = pytest.mark.browser
 
@@ -52,7 +51,7 @@ def test_system_prompt_edited_in_the_view(
     jupyterlab: JupyterLab,
     run_scenario: RunScenario,
     notebook_name: str,
-    theme_setting: Any,  # noqa: F811 - the fixture imported above
+    theme_setting: Any,
     theme: str,
 ) -> None:
     theme_setting(THEME_NAMES[theme])
