@@ -83,6 +83,8 @@ DEFAULT_CEILING = 0.25
 #: acks are not coming (the kernel's main thread is busy, or the view went away):
 #: fall back to the plain bounded rate
 DEFAULT_ACK_TIMEOUT = 0.8
+#: ended messages a channel keeps, so that the late ack of a final delta finds its message
+KEEP_ENDED = 16
 #: render time and ack lag are smoothed over about this many seconds (at least 20% per
 #: ack: an ack per frame smooths as before, an ack a second counts nearly alone)
 SMOOTHING = 0.25
@@ -130,7 +132,7 @@ class Channel:
     ack_timeout: float = DEFAULT_ACK_TIMEOUT
     streams: list[Stream] = field(default_factory=list)
     #: streams that ended lately: the ack of a final delta still finds its stream
-    ended: deque[Stream] = field(default_factory=lambda: deque(maxlen=16))
+    ended: deque[Stream] = field(default_factory=lambda: deque(maxlen=KEEP_ENDED))
     #: flow control state: set by acks (any thread, under the pump's lock)
     last_ack_at: float | None = None
     render_ms_ewma: float = 0.0
