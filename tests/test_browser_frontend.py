@@ -200,4 +200,7 @@ def test_markdown_bench_short_run(
     assert r["dom_updates"]["count"] > 5, r["dom_updates"]
     assert r["lag_ms"]["measured"] == r["pieces"], r["lag_ms"]  # every piece was seen
     assert r["frames"]["count"] > 10, r["frames"]
+    # the per-stage breakdown found each delta on the wire (it parses the update's keys)
+    stages = r["stages_ms"]
+    assert stages["deltas_received"] > 5 and stages["measured"] >= 0.9 * r["pieces"], stages
     print(json.dumps({k: r[k] for k in ("long_tasks", "frames", "dom_updates", "lag_ms")}))

@@ -91,9 +91,11 @@ await scenario(async ({ browser, page, params, log }) => {
           const t = performance.timeOrigin + performance.now();
           const d = ev.data;
           const text = typeof d === 'string' ? d : d instanceof ArrayBuffer ? dec.decode(d) : '';
-          if (!/"kind":\s*"delta"/.test(text)) return;
-          const seq = /"seq":\s*(\d+)/.exec(text);
-          if (seq) window.__nbsReceived.push({ seq: Number(seq[1]), t });
+          // a delta is an update's key "m<i>.<seq>" (per-message keys, nbstream/protocol.py);
+          // the bench's chat streams one reply, so a seq names one delta
+          for (const m of text.matchAll(/"m\d+\.(\d+)"\s*:/g)) {
+            window.__nbsReceived.push({ seq: Number(m[1]), t });
+          }
         });
       }
     };
@@ -146,7 +148,10 @@ await scenario(async ({ browser, page, params, log }) => {
     lags.push(shown[j].t - (tl.t0_ms + tl.offsets_ms[i]));
   }
   // per-stage breakdown (see the header): per piece, through the delta that carried it
-  const received = new Map((await page.evaluate(() => window.__nbsReceived)).map((r) => [r.seq, r.t]));
+  const received = new Map();
+  for (const r of await page.evaluate(() => window.__nbsReceived)) {
+    if (!received.has(r.seq)) received.set(r.seq, r.t); // first arrival (a resync repeats)
+  }
   const stages = { kernel: [], wire: [], to_dom: [], to_paint: [] };
   const frameTimes = rec.frames.map((t) => rec.origin + t);
   if (tl.flushes) {
