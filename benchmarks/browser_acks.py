@@ -35,13 +35,17 @@ from browser_markdown import run_node  # noqa: E402
 MODES = ("sparse", "every-frame")
 
 
-def notebook_cells(n: int, pieces: int, rate: float, mode: str) -> list[str]:
+def notebook_cells(
+    n: int, pieces: int, rate: float, mode: str, interval: float | None = None
+) -> list[str]:
     setup = (
         "from nbstream import ChatWidget\n"
         "from nbstream.sources import ScriptedSource\n"
         f"N, PIECES, RATE = {n}, {pieces}, {rate}\n"
         "TEXTS = [' '.join(f'w{i}_{k}' for k in range(PIECES)) for i in range(N)]\n"
-        "chats = [ChatWidget(ScriptedSource(t, rate=RATE)) for t in TEXTS]\n"
+        "chats = [ChatWidget(ScriptedSource(t, rate=RATE)"
+        + ("" if interval is None else f", interval={interval}")
+        + ") for t in TEXTS]\n"
     )
     if mode == "every-frame":
         # the previous kernel side, for the previous view: window 4, ack timeout 0.3 s
@@ -92,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=3, help="rounds, each running both modes")
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--interval", type=float, default=None,
+                    help="each widget's flush interval, s (default: the widget's own, 0.04)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -109,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in order:
                     path = lab.write_notebook(
                         f"acks-{mode}-{rnd}.ipynb",
-                        notebook_cells(args.widgets, args.pieces, args.rate, mode),
+                        notebook_cells(args.widgets, args.pieces, args.rate, mode, args.interval),
                     )
                     loads.append(os.getloadavg()[0])
                     try:

@@ -77,7 +77,14 @@ def bench_markdown(pieces: int, seed: int = 7) -> str:
     return "".join(re.findall(r"\s*\S+|\s+", text)[:pieces])
 
 
-def notebook_cells(pieces: int, rate: float, timeline: str) -> list[str]:
+def _interval_arg(interval: float | None) -> str:
+    """``, interval=X`` for a ChatWidget call, or nothing (the widget's default)."""
+    return "" if interval is None else f", interval={interval}"
+
+
+def notebook_cells(
+    pieces: int, rate: float, timeline: str, interval: float | None = None
+) -> list[str]:
     """Cell 0: the widget; cell 1: write the last reply's timeline (wall clock) to ``timeline``."""
     source = inspect.getsource(bench_markdown)
     widget = (
@@ -85,7 +92,7 @@ def notebook_cells(pieces: int, rate: float, timeline: str) -> list[str]:
         "from nbstream import ChatWidget\n"
         "from nbstream.sources import ScriptedSource\n"
         f"TEXT = bench_markdown({pieces})\n"
-        f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}))\n"
+        f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}){_interval_arg(interval)})\n"
         "chat"
     )
     dump = (
@@ -140,10 +147,12 @@ def run_node(lab: Any, name: str, params: dict[str, Any], timeout: float) -> dic
     return dict(result)
 
 
-def run_mode(lab: Any, mode: str, pieces: int, rate: float, rep: int) -> dict[str, Any]:
+def run_mode(
+    lab: Any, mode: str, pieces: int, rate: float, rep: int, interval: float | None = None
+) -> dict[str, Any]:
     name = f"bench-{mode}-{rep}.ipynb"
     timeline = f"bench-{mode}-{rep}.timeline.json"
-    path = lab.write_notebook(name, notebook_cells(pieces, rate, timeline))
+    path = lab.write_notebook(name, notebook_cells(pieces, rate, timeline, interval))
     try:
         return run_node(
             lab,
@@ -217,6 +226,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="incremental,full", help="incremental, full")
     ap.add_argument("--repeat", type=int, default=1, help="runs per mode (medians reported)")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
+    ap.add_argument("--interval", type=float, default=None,
+                    help="the widget's flush interval, s (default: the widget's own, 0.04)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -232,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             for rep in range(args.repeat):
                 for mode in modes:
                     loads.append(os.getloadavg()[0])
-                    r = run_mode(lab, mode, args.pieces, args.rate, rep)
+                    r = run_mode(lab, mode, args.pieces, args.rate, rep, args.interval)
                     results[mode].append(r)
                     print(
                         f"[{mode} #{rep + 1}] {r['pieces']} pieces, {r['chars']} chars, "
