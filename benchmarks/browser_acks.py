@@ -98,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--interval", type=float, default=None,
                     help="each widget's flush interval, s (default: the widget's own, 0.04)")
+    ap.add_argument("--ack-gap", type=float, default=None,
+                    help="least ms between a view's ack rounds, sparse mode (default: 250)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -122,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
                         r = run_node(lab, "acks_bench", {
                             "notebook": path, "widgets": args.widgets, "acks": mode,
                             "produce_ms": round(args.pieces / args.rate * 1000),
+                            **({} if args.ack_gap is None else {"ack_gap_ms": args.ack_gap}),
                         }, timeout=300)
                     finally:
                         lab.shutdown_kernels()

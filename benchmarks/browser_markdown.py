@@ -148,7 +148,13 @@ def run_node(lab: Any, name: str, params: dict[str, Any], timeout: float) -> dic
 
 
 def run_mode(
-    lab: Any, mode: str, pieces: int, rate: float, rep: int, interval: float | None = None
+    lab: Any,
+    mode: str,
+    pieces: int,
+    rate: float,
+    rep: int,
+    interval: float | None = None,
+    ack_gap_ms: float | None = None,
 ) -> dict[str, Any]:
     name = f"bench-{mode}-{rep}.ipynb"
     timeline = f"bench-{mode}-{rep}.timeline.json"
@@ -157,7 +163,13 @@ def run_mode(
         return run_node(
             lab,
             "markdown_bench",
-            {"notebook": path, "timeline": timeline, "mode": mode, "timeout_ms": 300_000},
+            {
+                "notebook": path,
+                "timeline": timeline,
+                "mode": mode,
+                "timeout_ms": 300_000,
+                **({} if ack_gap_ms is None else {"ack_gap_ms": ack_gap_ms}),
+            },
             timeout=420,
         )
     finally:
@@ -228,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
     ap.add_argument("--interval", type=float, default=None,
                     help="the widget's flush interval, s (default: the widget's own, 0.04)")
+    ap.add_argument("--ack-gap", type=float, default=None,
+                    help="least ms between the view's ack rounds (default: the view's own, 250)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(REPO / "tests"))
@@ -243,7 +257,9 @@ def main(argv: list[str] | None = None) -> int:
             for rep in range(args.repeat):
                 for mode in modes:
                     loads.append(os.getloadavg()[0])
-                    r = run_mode(lab, mode, args.pieces, args.rate, rep, args.interval)
+                    r = run_mode(
+                        lab, mode, args.pieces, args.rate, rep, args.interval, args.ack_gap
+                    )
                     results[mode].append(r)
                     print(
                         f"[{mode} #{rep + 1}] {r['pieces']} pieces, {r['chars']} chars, "

@@ -18,12 +18,14 @@ interface BenchOptions {
   markdown?: unknown;
   acks?: unknown;
   sized?: unknown;
+  /** least ms between a view's ack rounds (an experiment; the default is ACK_GAP_MS) */
+  ackGapMs?: unknown;
 }
 
 /**
  * Benchmarks compare with the previous ways by setting
  * `window.__nbstreamOptions = { markdown: "full", acks: "every-frame", sized: "at-once" }`
- * before a view renders.
+ * before a view renders; `ackGapMs: 500` tries another gap between ack rounds.
  */
 function benchOptions(el: HTMLElement): BenchOptions | undefined {
   return (el.ownerDocument.defaultView as { __nbstreamOptions?: BenchOptions })?.__nbstreamOptions;
@@ -33,6 +35,8 @@ const render: Render<ChatTraits> = ({ model, el }) => {
   const opts = benchOptions(el);
   if (opts?.acks === "every-frame") {
     setDefaultAckGap(0);
+  } else if (typeof opts?.ackGapMs === "number") {
+    setDefaultAckGap(opts.ackGapMs);
   }
   if (opts?.sized === "at-once") {
     setSizedBatch(0);

@@ -2,7 +2,8 @@
 // while the page counts every websocket frame of the kernel connection, by
 // direction and msg_type, from the start cell until all replies are final.
 // params: { notebook, widgets = 8, acks = "sparse" | "every-frame",
-//           setup_cell = 0, probe_cell = 1, start_cell = 2, probe_after_ms = 700, produce_ms }
+//           setup_cell = 0, probe_cell = 1, start_cell = 2, probe_after_ms = 700, produce_ms,
+//           ack_gap_ms: another least gap between a view's ack rounds (an experiment) }
 // "every-frame" sets window.__nbstreamOptions.acks before the page loads: the
 // view then acks every frame that rendered deltas (the previous way).
 import { now } from './chat.mjs';
@@ -23,6 +24,10 @@ await scenario(async ({ page, params }) => {
     await page.addInitScript(() => {
       window.__nbstreamOptions = { acks: 'every-frame' };
     });
+  } else if (params.ack_gap_ms != null) {
+    await page.addInitScript((ms) => {
+      window.__nbstreamOptions = { ackGapMs: ms };
+    }, params.ack_gap_ms);
   }
   const counts = { on: false, received: {}, sent: {}, received_bytes: 0 };
   page.on('websocket', (ws) => {

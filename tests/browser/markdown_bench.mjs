@@ -23,7 +23,8 @@
 // mode "incremental" is the widget as shipped; "full" re-renders the whole
 // answer each frame (window.__nbstreamOptions, set before the page loads).
 // params: { notebook, timeline, mode, prompt, timeout_ms = 180000,
-//           trace: a file for a Chrome performance trace of the stream (optional) }
+//           trace: a file for a Chrome performance trace of the stream (optional),
+//           ack_gap_ms: another least gap between ack rounds (an experiment) }
 import { counters, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
 import { openNotebook, runCell, scenario, TOKEN, URL_BASE } from './lab.mjs';
 
@@ -78,8 +79,8 @@ async function readTimeline(notebookDir, name) {
 
 await scenario(async ({ browser, page, params, log }) => {
   const mode = params.mode ?? 'incremental';
-  await page.addInitScript((m) => {
-    window.__nbstreamOptions = { markdown: m };
+  await page.addInitScript(([m, gap]) => {
+    window.__nbstreamOptions = gap == null ? { markdown: m } : { markdown: m, ackGapMs: gap };
     // arrival time of each delta message (wall clock, ms), before JupyterLab handles it
     window.__nbsReceived = [];
     const Orig = window.WebSocket;
@@ -99,7 +100,7 @@ await scenario(async ({ browser, page, params, log }) => {
         });
       }
     };
-  }, mode);
+  }, [mode, params.ack_gap_ms ?? null]);
   await openNotebook(page, params.notebook);
   await runCell(page, 0);
   await waitForChat(page);
