@@ -30,7 +30,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from browser_markdown import run_node  # noqa: E402
+from browser_markdown import interval_arg, run_node  # noqa: E402
 
 MODES = ("sparse", "every-frame")
 
@@ -43,9 +43,8 @@ def notebook_cells(
         "from nbstream.sources import ScriptedSource\n"
         f"N, PIECES, RATE = {n}, {pieces}, {rate}\n"
         "TEXTS = [' '.join(f'w{i}_{k}' for k in range(PIECES)) for i in range(N)]\n"
-        "chats = [ChatWidget(ScriptedSource(t, rate=RATE)"
-        + ("" if interval is None else f", interval={interval}")
-        + ") for t in TEXTS]\n"
+        f"chats = [ChatWidget(ScriptedSource(t, rate=RATE){interval_arg(interval)})\n"
+        "         for t in TEXTS]\n"
     )
     if mode == "every-frame":
         # the previous kernel side, for the previous view: window 4, ack timeout 0.3 s

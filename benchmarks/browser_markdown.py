@@ -77,7 +77,7 @@ def bench_markdown(pieces: int, seed: int = 7) -> str:
     return "".join(re.findall(r"\s*\S+|\s+", text)[:pieces])
 
 
-def _interval_arg(interval: float | None) -> str:
+def interval_arg(interval: float | None) -> str:
     """``, interval=X`` for a ChatWidget call, or nothing (the widget's default)."""
     return "" if interval is None else f", interval={interval}"
 
@@ -92,7 +92,7 @@ def notebook_cells(
         "from nbstream import ChatWidget\n"
         "from nbstream.sources import ScriptedSource\n"
         f"TEXT = bench_markdown({pieces})\n"
-        f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}){_interval_arg(interval)})\n"
+        f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}){interval_arg(interval)})\n"
         "chat"
     )
     dump = (
