@@ -4,7 +4,7 @@ Every comm message from the browser makes the kernel publish a ``busy`` and an
 ``idle`` status to every client, so acks cost three messages each. This runs N
 ChatWidgets streaming at once in real JupyterLab + headless Chromium, twice per
 round, interleaved: once with today's sparse acks (js/src/frame.ts: at most one
-round per 250 ms; the pump's window 16, ack timeout 0.8 s) and once the
+round per 500 ms; the pump's window 16, ack timeout 0.8 s) and once the
 previous way (an ack per rendered frame; window 4, ack timeout 0.3 s, set on
 each widget's channel in the setup cell). The page counts every websocket
 frame of the kernel connection by msg_type (tests/browser/acks_bench.mjs).
@@ -96,9 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default=",".join(MODES))
     ap.add_argument("--json", type=Path)
     ap.add_argument("--interval", type=float, default=None,
-                    help="each widget's flush interval, s (default: the widget's own, 0.04)")
+                    help="each widget's flush interval, s (default: pump.DEFAULT_INTERVAL)")
     ap.add_argument("--ack-gap", type=float, default=None,
-                    help="least ms between a view's ack rounds, sparse mode (default: 250)")
+                    help="ms between ack rounds, sparse mode (default: frame.ts ACK_GAP_MS)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(REPO / "tests"))

@@ -239,9 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=1, help="runs per mode (medians reported)")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
     ap.add_argument("--interval", type=float, default=None,
-                    help="the widget's flush interval, s (default: the widget's own, 0.04)")
+                    help="the widget's flush interval, s (default: pump.DEFAULT_INTERVAL)")
     ap.add_argument("--ack-gap", type=float, default=None,
-                    help="least ms between the view's ack rounds (default: the view's own, 250)")
+                    help="least ms between the view's ack rounds (default: frame.ts ACK_GAP_MS)")
     args = ap.parse_args(argv)
 
     sys.path.insert(0, str(REPO / "tests"))

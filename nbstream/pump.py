@@ -15,7 +15,7 @@ widget in order, keeps the total message rate under one budget (Jupyter's
 server drops IOPub messages above ``iopub_msg_rate_limit``, 1000/s by default,
 counted over all comms), and lets the budget be shared fairly: the flush
 interval of every stream is ``max(interval, active_streams / max_rate)``, so
-8 streams at the default 25/s each share the budget, and more streams
+8 streams at the default ~29/s each share the budget, and more streams
 get proportionally longer intervals rather than more messages (the budget
 is 180 deltas/s, leaving room for state updates under ~200 messages/s).
 
@@ -31,7 +31,7 @@ rhythm: the first at once, then the latest at most every
 Flow control (credits): a view acknowledges the newest delta it rendered, with
 the mean DOM time of its frames since its last ack, but sparsely
 (``js/src/frame.ts``): a message's first delta at once, then at most one round
-of acks per 250 ms per view, slower when many views stream, about 8 rounds a
+of acks per 500 ms per view, slower when many views stream, about 8 rounds a
 second per page (so 8 widgets ack about once a second each), and the last
 delta of a stream by a timer. Sparse, because every browser→kernel message
 makes the kernel publish a busy and an idle status to every client: an ack per
@@ -66,8 +66,10 @@ from .stream import Clock, Delta, Stream
 
 log = logging.getLogger("nbstream.pump")
 
-#: default flush interval per stream, seconds (25 messages/s)
-DEFAULT_INTERVAL = 0.04
+#: default flush interval per stream, seconds (~29 messages/s). With acks every 500 ms it keeps a
+#: widget within 40 kernel->browser messages a second, status included, and token->DOM p95
+#: under 60 ms (benchmarks/browser_markdown.py, browser_acks.py --interval/--ack-gap)
+DEFAULT_INTERVAL = 0.034
 #: default budget of messages per second for all widgets together
 DEFAULT_MAX_RATE = 180.0  # leaves room under ~200/s for state updates
 #: flow control: the least number of deltas a view may leave unacknowledged before
@@ -89,7 +91,7 @@ KEEP_ENDED = 16
 #: ack: an ack per frame smooths as before, an ack a second counts nearly alone)
 SMOOTHING = 0.25
 #: what a view is assumed to do before its period is measured (js/src/frame.ts ACK_GAP_MS)
-ASSUMED_ACK_PERIOD = 0.25
+ASSUMED_ACK_PERIOD = 0.5
 #: one gap between acks counts at most this much in the period (a pause between two
 #: replies is not the view's rhythm)
 MAX_ACK_PERIOD = 2.0

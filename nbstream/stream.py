@@ -161,7 +161,7 @@ class Stream:
         self.on_wake: Callable[[Stream], None] = lambda s: None
         #: called (without the lock held) when the status changed: the view must hear of it
         self.on_status: Callable[[Stream], None] = lambda s: None
-        self.interval = 0.04  # set by the pump
+        self.interval = 0.034  # set by the pump
         #: flow control, set by the pump: deltas that may be unacknowledged (None: no limit)
         self.window: int | None = None
         self._acked = 0

@@ -23,6 +23,8 @@ import pytest
 from _wire import conversation_of
 from conftest import ARTIFACTS, BROWSER_DIR, OFFLINE_ENV, JupyterLab, RunScenario
 
+from nbstream.pump import DEFAULT_INTERVAL
+
 pytestmark = pytest.mark.browser
 
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -370,7 +372,7 @@ def test_eight_widgets_at_once(
     for got, sent in zip(r["per_widget_deltas"], flushes, strict=True):
         assert got in (len(sent), len(sent) - 1), (got, len(sent))
         gaps = [b - a for a, b in itertools.pairwise(sent[:got][:-1])]
-        assert all(g >= 0.04 - 1e-6 for g in gaps), min(gaps)
+        assert all(g >= DEFAULT_INTERVAL - 1e-6 for g in gaps), min(gaps)
     every = sorted(t for got, sent in zip(r["per_widget_deltas"], flushes) for t in sent[:got])
     # beyond the budget: each stream's leading edge and its unpaced tail (sent with its
     # final meta), two per stream

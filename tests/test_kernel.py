@@ -21,6 +21,8 @@ from _wire import body_parts, delta_keys
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
+from nbstream.pump import DEFAULT_INTERVAL
+
 pytestmark = pytest.mark.kernel
 
 
@@ -261,12 +263,12 @@ ids8 = [c.model_id for c in chats8]
           f"{duration:.2f} s = {total_rate:.0f}/s (peak {peak}/s in 1 s); "
           f"probe p50 {p50 * 1000:.0f} ms, max {probes[-1] * 1000:.0f} ms over {len(probes)}")
     # the budget, on the pump's clock: at most 180 deltas/s for all widgets together
-    # (each stream's interval is max(40 ms, active streams / 180 per s)), plus the
-    # leading edge of each stream
+    # (each stream's interval is max(DEFAULT_INTERVAL, active streams / 180 per s)), plus
+    # the leading edge of each stream
     order = value(kc, "ids8")
     per_reply = [flush_times(kc, f"replies8[{i}]", deltas[cid]) for i, cid in enumerate(order)]
     for sent in per_reply:
-        assert_bounded(sent, 0.04)
+        assert_bounded(sent, DEFAULT_INTERVAL)
     everything = sorted(t for sent in per_reply for t in sent)
     sent_peak = max(sum(1 for t in everything if s <= t < s + 1.0) for s in everything)
     assert sent_peak <= 180 + 8, sent_peak
@@ -308,7 +310,7 @@ def test_stream_keeps_flowing_while_the_main_thread_is_blocked(
     assert final is not None and final["status"] == "done"  # the stream ended during the cell
     # deltas kept going out while the main thread was busy, at the bounded rate: as
     # many as the pump sent for this reply (the ratio to the stream's length is loose)
-    assert_bounded(flush_times(kc, "r4", deltas), 0.04)
+    assert_bounded(flush_times(kc, "r4", deltas), DEFAULT_INTERVAL)
     assert deltas >= 2
     duration_s = value(kc, "r4.stats['duration_ms']") / 1000
-    assert deltas >= 0.25 * duration_s / 0.04, (deltas, duration_s)
+    assert deltas >= 0.25 * duration_s / DEFAULT_INTERVAL, (deltas, duration_s)

@@ -1,4 +1,4 @@
-"""Flow control with sparse acks (a view acks once per 250 ms, or once a second with 8 widgets).
+"""Flow control with sparse acks (a view acks once per 500 ms, or once a second with 8 widgets).
 
 A fake clock drives the pump; a simulated view renders each delta a few ms after
 it is sent and acks the way ``js/src/frame.ts`` does (a message's first delta
@@ -14,7 +14,7 @@ from nbstream.pump import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW, Channel, Outgoing
 from nbstream.stream import Delta, Stream
 
 #: the view's least gap between ack rounds (js/src/frame.ts ACK_GAP_MS)
-ACK_GAP = 0.25
+ACK_GAP = 0.5
 
 
 class FakeClock:

@@ -293,7 +293,8 @@ def test_window_holds_back_deltas_until_acked_and_text_coalesces() -> None:
     # the window: at least DEFAULT_WINDOW, and the deltas of 2.5 ack periods
     window = max(DEFAULT_WINDOW, math.ceil(ACK_PERIOD_WINDOWS * ASSUMED_ACK_PERIOD / 0.04))
     n = window + 2
-    every = DEFAULT_ACK_TIMEOUT / (n + 1)  # n pieces within the ack timeout
+    # n pieces within the ack timeout (at least 3 ack periods)
+    every = max(DEFAULT_ACK_TIMEOUT, 3 * ASSUMED_ACK_PERIOD) / (n + 1)
     assert every >= 0.04
     feed(clock, pump, s, n, every=every, piece="b")
     # deltas 2..window+1 went out, then the pump waits for acks

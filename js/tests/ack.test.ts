@@ -93,7 +93,8 @@ describe("sparse acks", () => {
     const { acks, frame } = setup();
     for (let seq = 1; seq <= 60; seq++) frame({ a: seq }); // 60 deltas/s for 1 s
     expect(acks.length).toBeLessThanOrEqual(1 + Math.ceil(960 / ACK_GAP_MS));
-    expect(acks.at(-1)?.seq).toBeGreaterThan(45);
+    // the newest rendered was acked within one gap of the end (16 ms frames)
+    expect(acks.at(-1)?.seq).toBeGreaterThanOrEqual(60 - Math.ceil(ACK_GAP_MS / 16) - 1);
   });
 
   it("all the views of a page share a budget of rounds per second", () => {
