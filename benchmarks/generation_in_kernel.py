@@ -1,0 +1,228 @@
+"""The widget's generation against a bare ``generate()``, in real IPython kernels.
+
+``generation_overhead.py`` times the streamed call itself, in a plain process.
+This one asks what a notebook user sees: the embedded model (or ``--model PATH``)
+answers the same prompt with exactly ``--tokens`` new tokens (greedy;
+``min_new_tokens`` = ``max_new_tokens``), timed inside a kernel (jupyter_client,
+no browser) from the call to the end of the answer, four ways:
+
+* **bare, main thread**: ``model.generate(...)`` run in a cell, as a user's own
+  loop would (the kernel is blocked meanwhile), in a kernel that loaded the model
+  in a cell (``source.prepare()``, the main thread);
+* **bare, worker thread**: the same on a new thread, joined, in that kernel;
+* **widget, same kernel**: ``ChatWidget(source).send(prompt).wait()`` in that kernel:
+  the reply's lane thread, streamer, incremental detokenizer, cancel check and pump,
+  through the widget's comm (no view: the pump's fallback to the bounded rate);
+* **widget, own kernel**: the same in a second kernel where only the widget touches
+  the model (it loads it on the reply's worker thread, as in a notebook that uses
+  the widget alone).
+
+Why two kernels: torch's CPU build runs its ops on GNU OpenMP, one pool of threads
+per thread that calls into torch. What the figures point to (notes of issue 12):
+a generate() on the main thread is faster than on a new thread only while its
+OpenMP threads spin between the many small parallel regions of a decoding step
+(``OMP_WAIT_POLICY=PASSIVE`` takes the difference away, by slowing the main
+thread), and a second pool, a worker's, makes libgomp count more threads than
+cores and spin less. A kernel whose main thread never ran torch has one pool.
+
+Each round runs the four in a rotating order (each goes first, second, ... equally
+often), each reply on a fresh widget (the same prompt: no history). Printed: tokens/s
+per way (median, each round) and per round the ratios to bare on the main thread,
+their median and spread (target, DESIGN.md: >= 97%), with the machine's load average.
+
+    .venv/bin/python benchmarks/generation_in_kernel.py [--tokens 32] [--rounds 8]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import os
+import statistics
+import sys
+import time
+from typing import Any
+
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager, start_new_kernel
+
+COMMON = """
+import threading, time
+import torch
+from nbstream import ChatWidget
+from nbstream.sources import TransformersSource
+
+N = {tokens}
+PROMPT = "Write a short story about a robot who learns to paint."
+source = TransformersSource({model!r}, max_new_tokens=N, min_new_tokens=N, do_sample=False)
+
+
+def widget():
+    chat = ChatWidget(source)
+    t0 = time.perf_counter()
+    reply = chat.send(PROMPT)
+    reply.wait()
+    elapsed = time.perf_counter() - t0
+    usage = reply.stats["usage"]
+    assert reply.status == "done", reply.status
+    assert usage["completion_tokens"] == N, usage
+    chat.close()
+    return N / elapsed, usage["prompt_tokens"]
+"""
+
+# the kernel of a user's own loop: the model loaded and run in cells (the main thread)
+USER = """
+source.prepare()
+inputs = source.tokenizer.apply_chat_template(
+    [{"role": "user", "content": PROMPT}], add_generation_prompt=True,
+    return_dict=True, return_tensors="pt").to(source.model.device)
+pad = {"pad_token_id": source.tokenizer.pad_token_id or source.tokenizer.eos_token_id}
+
+
+def _generate():
+    with torch.inference_mode():
+        out = source.model.generate(**inputs, max_new_tokens=N, min_new_tokens=N,
+                                    do_sample=False, **pad)
+    assert out.shape[-1] - inputs["input_ids"].shape[-1] == N
+
+
+def bare_main():
+    t0 = time.perf_counter()
+    _generate()
+    return N / (time.perf_counter() - t0), inputs["input_ids"].shape[-1]
+
+
+def bare_worker():
+    t0 = time.perf_counter()
+    worker = threading.Thread(target=_generate)
+    worker.start()
+    worker.join()
+    return N / (time.perf_counter() - t0), inputs["input_ids"].shape[-1]
+
+
+for way in (bare_main, bare_worker, widget):  # warm-up: first-call allocations, kernels
+    way()
+"""
+
+# the kernel of a notebook that uses the widget alone: the first reply loads the model
+WIDGET = """
+widget()
+"""
+
+#: way -> (kernel, expression that runs it once and gives (tokens/s, prompt tokens))
+WAYS = {
+    "bare, main thread": ("user", "bare_main()"),
+    "bare, worker thread": ("user", "bare_worker()"),
+    "widget, same kernel": ("user", "widget()"),
+    "widget, own kernel": ("widget", "widget()"),
+}
+BASE = "bare, main thread"
+
+
+def _shell(kc: BlockingKernelClient, code: str, timeout: float = 600) -> None:
+    msg_id = kc.execute(code)
+    deadline = time.monotonic() + timeout
+    while True:
+        reply = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
+        if reply["parent_header"].get("msg_id") == msg_id:
+            if reply["content"]["status"] != "ok":
+                raise RuntimeError("".join(reply["content"].get("traceback", [])))
+            return
+
+
+def _value(kc: BlockingKernelClient, expr: str) -> Any:
+    msg_id = kc.execute("", silent=True, user_expressions={"v": expr})
+    while True:
+        reply = kc.get_shell_msg(timeout=60)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            result = reply["content"]["user_expressions"]["v"]
+            if result["status"] != "ok":
+                raise RuntimeError(f"{expr}: {result.get('ename')}: {result.get('evalue')}")
+            return ast.literal_eval(result["data"]["text/plain"])
+
+
+def orders(ways: list[str], rounds: int) -> list[list[str]]:
+    """Rotations of ``ways``, forward then reversed, so that each way takes each place
+    in the order equally often over ``2 * len(ways)`` rounds."""
+    n = len(ways)
+    out = []
+    for r in range(rounds):
+        k = r % n
+        order = ways[k:] + ways[:k]
+        out.append(order[::-1] if (r // n) % 2 else order)
+    return out
+
+
+def run(tokens: int, rounds: int, model: str | None, progress: Any = print) -> dict[str, Any]:
+    """Rates (tokens/s) of each way per round, and the 1-min load average per round."""
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    started: list[tuple[KernelManager, BlockingKernelClient]] = []
+    try:
+        kernels: dict[str, BlockingKernelClient] = {}
+        for name, code in (("user", USER), ("widget", WIDGET)):
+            km, kc = start_new_kernel(kernel_name="python3", env=env)
+            started.append((km, kc))
+            _shell(kc, COMMON.format(tokens=tokens, model=model) + code)
+            kernels[name] = kc
+        ways = list(WAYS)
+        rates: dict[str, list[float]] = {w: [] for w in ways}
+        loads: list[float] = []
+        for r, order in enumerate(orders(ways, rounds)):
+            loads.append(os.getloadavg()[0])
+            prompts = set()
+            for way in order:
+                kernel, expr = WAYS[way]
+                rate, prompt_tokens = _value(kernels[kernel], expr)
+                rates[way].append(rate)
+                prompts.add(prompt_tokens)
+            if len(prompts) != 1:  # every way answers the very same prompt
+                raise RuntimeError(f"prompts of different lengths: {prompts}")
+            progress(f"round {r + 1} ({' > '.join(order)}): "
+                     + ", ".join(f"{w} {rates[w][-1]:.2f}" for w in ways)
+                     + f" tokens/s (load {loads[-1]:.1f})")
+        threads = _value(kernels["user"], "torch.get_num_threads()")
+        return {"rates": rates, "loads": loads, "torch_threads": threads}
+    finally:
+        for km, kc in started:  # ours
+            kc.stop_channels()
+            km.shutdown_kernel(now=True)
+
+
+def report(result: dict[str, Any], tokens: int) -> str:
+    rates, loads = result["rates"], result["loads"]
+    lines = [
+        f"{tokens} new tokens, {len(loads)} rounds (order rotating), two kernels, torch threads "
+        f"{result['torch_threads']}; 1-min load average median {statistics.median(loads):.1f} "
+        f"(min {min(loads):.1f}, max {max(loads):.1f}) on {os.cpu_count()} CPUs",
+        "tokens/s, median (each round):",
+    ]
+    for way, values in rates.items():
+        each = ", ".join(f"{v:.1f}" for v in values)
+        lines.append(f"  {way:22s} {statistics.median(values):6.2f}  ({each})")
+    lines.append(f"per round, against {BASE}:")
+    for way, values in rates.items():
+        if way == BASE:
+            continue
+        ratios = [w / b for w, b in zip(values, rates[BASE], strict=True)]
+        med = statistics.median(ratios)
+        verdict = ("  (target >= 97%: " + ("ok)" if med >= 0.97 else "BELOW TARGET)")
+                   if way.startswith("widget") else "")
+        lines.append(f"  {way:22s} median {med:.1%} (min {min(ratios):.1%}, "
+                     f"max {max(ratios):.1%}){verdict}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default=None, help="model folder or .gguf (default: embedded)")
+    parser.add_argument("--tokens", type=int, default=32, help="new tokens per answer")
+    parser.add_argument("--rounds", type=int, default=8, help="rounds (4 ways each)")
+    args = parser.parse_args(argv)
+    result = run(args.tokens, args.rounds, args.model,
+                 progress=lambda line: print(line, file=sys.stderr, flush=True))
+    print(report(result, args.tokens))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
