@@ -394,6 +394,10 @@ class StreamingWidget(anywidget.AnyWidget):
         """Hand ``reply`` to the pump (to send) and its model's lane (to run)."""
         self._pump.add_stream(self._channel, reply.stream)
         source = reply.source
+        try:
+            source.queued()  # on the asking thread, before the worker's (Source.queued)
+        except Exception:
+            log.warning("%s.queued() raised; the reply goes on", source.label, exc_info=True)
         lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
 
     def _conversation_before(self, reply: Reply,

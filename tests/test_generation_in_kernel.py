@@ -38,4 +38,4 @@ def test_a_short_run_measures_every_way_in_two_kernels() -> None:
     text = gik.report(got, 3)
     for way in gik.WAYS:
         assert way in text
-    assert "widget, own kernel     median" in text
+    assert "widget, own kernel       median" in text

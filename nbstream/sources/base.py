@@ -89,6 +89,14 @@ class Source(ABC):
         """False while :meth:`prepare` still has slow work to do."""
         return True
 
+    def queued(self) -> None:  # noqa: B027 - optional hook, empty by default
+        """Called on the thread that asked for a reply (a cell's, or the kernel's main
+        thread for the Send button) when the reply is queued, before its worker
+        thread starts. Must be quick; an exception is logged, never lost in the reply.
+        :class:`~nbstream.sources.TransformersSource` hands back the asking thread's
+        OpenMP threads here (:mod:`nbstream.openmp`).
+        """
+
     def prepare(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Load whatever is slow to load. Called on the worker thread, once.
 
