@@ -40,13 +40,12 @@ their median and spread (target, DESIGN.md: >= 97%), with the machine's load ave
 from __future__ import annotations
 
 import argparse
-import ast
 import os
 import statistics
 import sys
-import time
 from typing import Any
 
+from _cells import shell, value
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
@@ -133,28 +132,6 @@ WAYS = {
 BASE = "bare, main thread"
 
 
-def _shell(kc: BlockingKernelClient, code: str, timeout: float = 600) -> None:
-    msg_id = kc.execute(code)
-    deadline = time.monotonic() + timeout
-    while True:
-        reply = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if reply["parent_header"].get("msg_id") == msg_id:
-            if reply["content"]["status"] != "ok":
-                raise RuntimeError("".join(reply["content"].get("traceback", [])))
-            return
-
-
-def _value(kc: BlockingKernelClient, expr: str) -> Any:
-    msg_id = kc.execute("", silent=True, user_expressions={"v": expr})
-    while True:
-        reply = kc.get_shell_msg(timeout=60)
-        if reply["parent_header"].get("msg_id") == msg_id:
-            result = reply["content"]["user_expressions"]["v"]
-            if result["status"] != "ok":
-                raise RuntimeError(f"{expr}: {result.get('ename')}: {result.get('evalue')}")
-            return ast.literal_eval(result["data"]["text/plain"])
-
-
 def orders(ways: list[str], rounds: int) -> list[list[str]]:
     """Rotations of ``ways``, forward then reversed, so that each way takes each place
     in the order equally often over ``2 * len(ways)`` rounds."""
@@ -176,7 +153,7 @@ def run(tokens: int, rounds: int, model: str | None, progress: Any = print) -> d
         for name, code in (("user", USER), ("widget", WIDGET)):
             km, kc = start_new_kernel(kernel_name="python3", env=env)
             started.append((km, kc))
-            _shell(kc, COMMON.format(tokens=tokens, model=model) + code)
+            shell(kc, COMMON.format(tokens=tokens, model=model) + code)
             kernels[name] = kc
         ways = list(WAYS)
         rates: dict[str, list[float]] = {w: [] for w in ways}
@@ -186,7 +163,7 @@ def run(tokens: int, rounds: int, model: str | None, progress: Any = print) -> d
             prompts = set()
             for way in order:
                 kernel, expr = WAYS[way]
-                rate, prompt_tokens = _value(kernels[kernel], expr)
+                rate, prompt_tokens = value(kernels[kernel], expr)
                 rates[way].append(rate)
                 prompts.add(prompt_tokens)
             if len(prompts) != 1:  # every way answers the very same prompt
@@ -194,7 +171,7 @@ def run(tokens: int, rounds: int, model: str | None, progress: Any = print) -> d
             progress(f"round {r + 1} ({' > '.join(order)}): "
                      + ", ".join(f"{w} {rates[w][-1]:.2f}" for w in ways)
                      + f" tokens/s (load {loads[-1]:.1f})")
-        threads = _value(kernels["user"], "torch.get_num_threads()")
+        threads = value(kernels["user"], "torch.get_num_threads()")
         return {"rates": rates, "loads": loads, "torch_threads": threads}
     finally:
         for km, kc in started:  # ours

@@ -31,10 +31,10 @@ import queue
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
+from _cells import shell, value
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
@@ -50,27 +50,6 @@ chat = ChatWidget(ScriptedSource(REPLY, rate={rate}))
 # the reply ends in r.wait(); the pump sends the final state in the same step, so a
 # short sleep in the cell lets the last message of the turn leave before "idle"
 TURN = "r = chat.send('question {k}'); r.wait(); import time; time.sleep(0.05)"
-
-
-def _shell(kc: BlockingKernelClient, code: str, timeout: float = 120) -> dict[str, Any]:
-    msg_id = kc.execute(code)
-    deadline = time.monotonic() + timeout
-    while True:
-        reply = kc.get_shell_msg(timeout=max(0.1, deadline - time.monotonic()))
-        if reply["parent_header"].get("msg_id") == msg_id:
-            if reply["content"]["status"] != "ok":
-                raise RuntimeError("".join(reply["content"].get("traceback", [])))
-            return reply  # type: ignore[no-any-return]
-
-
-def _value(kc: BlockingKernelClient, expr: str) -> Any:
-    import ast
-
-    msg_id = kc.execute("", silent=True, user_expressions={"v": expr})
-    while True:
-        reply = kc.get_shell_msg(timeout=60)
-        if reply["parent_header"].get("msg_id") == msg_id:
-            return ast.literal_eval(reply["content"]["user_expressions"]["v"]["data"]["text/plain"])
 
 
 def _turn_bytes(kc: BlockingKernelClient, comm_id: str, k: int) -> tuple[int, int]:
@@ -97,16 +76,16 @@ def measure(pythonpath: str, turns: int, chars: int, rate: float,
     km: KernelManager
     km, kc = start_new_kernel(kernel_name="python3", env=env)
     try:
-        _shell(kc, SETUP.format(chars=chars, rate=rate))
-        comm_id = _value(kc, "chat.model_id")
-        origin = _value(kc, "__import__('nbstream').__file__")
-        text_len = _value(kc, "len(REPLY)")
+        shell(kc, SETUP.format(chars=chars, rate=rate))
+        comm_id = value(kc, "chat.model_id")
+        origin = value(kc, "__import__('nbstream').__file__")
+        text_len = value(kc, "len(REPLY)")
         per_turn: list[tuple[int, int]] = []
         for k in range(1, turns + 1):
             per_turn.append(_turn_bytes(kc, comm_id, k))
             if progress and (k in (1, 10) or k % 50 == 0):
                 progress(f"  turn {k}: {per_turn[-1][0]:,} B in {per_turn[-1][1]} messages")
-        texts_ok = _value(kc, "all(r.text == REPLY for r in chat.replies)")
+        texts_ok = value(kc, "all(r.text == REPLY for r in chat.replies)")
         return {"origin": origin, "text_chars": text_len, "turns": per_turn, "texts_ok": texts_ok}
     finally:
         kc.stop_channels()
