@@ -53,19 +53,16 @@ def _pause_functions() -> list[Callable[[int], int]]:
     global _pause
     with _lock:
         if _pause is None:
-            found: list[Callable[[int], int]] = []
-            noload: int | None = getattr(os, "RTLD_NOLOAD", None)
-            paths = loaded_libgomp() if noload is not None else []
-            for path in paths:
-                try:
-                    mode = (noload or 0) | os.RTLD_LAZY  # only a runtime already loaded
-                    fn = ctypes.CDLL(path, mode=mode).omp_pause_resource_all
+            _pause = []
+            noload: int = getattr(os, "RTLD_NOLOAD", 0)  # 0: not this platform
+            for path in loaded_libgomp() if noload else []:
+                try:  # RTLD_NOLOAD: only a runtime already loaded
+                    fn = ctypes.CDLL(path, mode=noload | os.RTLD_LAZY).omp_pause_resource_all
                 except (OSError, AttributeError):
                     continue
                 fn.argtypes = [ctypes.c_int]
                 fn.restype = ctypes.c_int
-                found.append(fn)
-            _pause = found
+                _pause.append(fn)
         return _pause
 
 

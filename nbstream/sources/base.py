@@ -92,7 +92,7 @@ class Source(ABC):
     def queued(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Called on the thread that asked for a reply (a cell's, or the kernel's main
         thread for the Send button) when the reply is queued, before its worker
-        thread starts. Must be quick; an exception is logged, never lost in the reply.
+        thread starts. Must be quick; an exception is logged and the reply goes on.
         :class:`~nbstream.sources.TransformersSource` hands back the asking thread's
         OpenMP threads here (:mod:`nbstream.openmp`).
         """
