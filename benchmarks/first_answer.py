@@ -8,8 +8,8 @@ first ``ChatWidget()`` pays them) with ``NBSTREAM_CACHE_DIR`` pointed at a new
 temporary folder, so the shared cache in ~/.cache/nbstream is never touched:
 
 * ``old``: transformers' GGUF loader + ``save_pretrained`` in fp32 (the way
-  before ``nbstream.gguf_llama``), then load + answer;
-* ``new``: ``nbstream.default_model`` as it is now (fast reader, numpy
+  before ``nbstream.sources.transformers.gguf_llama``), then load + answer;
+* ``new``: ``nbstream.sources.transformers.default_model`` as it is now (fast reader, numpy
   dequantization, float16 on disk), then load + answer;
 * ``new, warm``: the same process kind again on the now-filled cache.
 
@@ -43,7 +43,7 @@ t0 = time.perf_counter()
 mode = sys.argv[1]
 import torch, transformers
 from transformers import AutoModelForCausalLM, AutoTokenizer
-from nbstream import default_model as dm
+from nbstream.sources.transformers import default_model as dm
 t_import = time.perf_counter()
 gguf = dm.gguf_path()
 folder = dm.converted_path(gguf)
@@ -96,7 +96,7 @@ def dtypes() -> list[dict[str, object]]:
     from safetensors.torch import save_file
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from nbstream import default_model, gguf_llama
+    from nbstream.sources.transformers import default_model, gguf_llama
 
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -27,7 +27,8 @@ OpenMP threads spin between the many small parallel regions of a decoding step
 thread), and a second pool, a worker's, makes libgomp count more threads than
 cores and spin less. A kernel whose main thread never ran torch has one pool;
 since, ``TransformersSource.queued`` ends the asking thread's pool when a reply
-is queued (:mod:`nbstream.openmp`), so the widget gets one pool in both kernels.
+is queued (:mod:`nbstream.sources.transformers.openmp`), so the widget gets one pool
+in both kernels.
 
 Each round runs the five in a rotating order (each goes first, second, ... equally
 often), each reply on a fresh widget (the same prompt: no history). Printed: tokens/s

@@ -42,9 +42,9 @@ import time
 import timeit
 from typing import Any
 
-from nbstream.detok import IncrementalDecoder
 from nbstream.sources.base import ChatMessage
-from nbstream.sources.transformers import TransformersSource, _stopping_criterion, _streamer
+from nbstream.sources.transformers.detok import IncrementalDecoder
+from nbstream.sources.transformers.source import TransformersSource, _stopping_criterion, _streamer
 
 PROMPT: list[ChatMessage] = [
     {"role": "user", "content": "Write a short story about a robot who learns to paint."}

@@ -12,15 +12,15 @@ animation frame, so neither the kernel nor the page freezes.
 """
 
 from ._version import __version__
-from .chat import ChatWidget
-from .compare import Compare
+from .core.stream import Limits
 from .doctor import doctor
 from .logs import set_debug
-from .magic import load_ipython_extension
 from .options import StreamOptions
-from .reply import Reply, ReplyError, ReplyTimeout
-from .stream import Limits
-from .streamview import StreamView, stream
+from .widgets.chat import ChatWidget
+from .widgets.compare import Compare
+from .widgets.magic import load_ipython_extension
+from .widgets.reply import Reply, ReplyError, ReplyTimeout
+from .widgets.streamview import StreamView, stream
 
 __all__ = [
     "ChatWidget",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import reprlib
 from collections.abc import Sequence
 
-from .sources.base import ChatMessage
+from .core.pieces import ChatMessage
 
 __all__ = ["check_messages", "check_prompt", "check_system_prompt", "check_title", "short"]
 

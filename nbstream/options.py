@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar
 
-from .pump import DEFAULT_INTERVAL
-from .stream import Limits
+from .core.pump import DEFAULT_INTERVAL
+from .core.stream import Limits
 
 if sys.version_info >= (3, 11):
     from typing import Unpack

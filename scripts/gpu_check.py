@@ -21,7 +21,7 @@ script is exercised by the test suite and cannot rot:
     python scripts/gpu_check.py --size 0.5b --new-tokens 256 --tokenizer PATH
 
 ``--tokenizer`` is a local tokenizer folder (the converted embedded model's
-folder works: ``nbstream.default_model.default_model_path()``); the model's
+folder works: ``nbstream.sources.transformers.default_model.default_model_path()``); the model's
 vocabulary is sized to match it.
 """
 
@@ -66,7 +66,7 @@ def load_tokenizer(path: str | None) -> Any:
     from transformers import AutoTokenizer
 
     if path is None:
-        from nbstream.default_model import default_model_path
+        from nbstream.sources.transformers.default_model import default_model_path
 
         path = str(default_model_path())
     return AutoTokenizer.from_pretrained(path, local_files_only=True)

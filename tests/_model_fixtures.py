@@ -5,7 +5,7 @@
   second, no files, for the generic generation paths. Every linear layer's
   width is a multiple of 64, so bitsandbytes can pack it in 4 bit on any CPU
   (on AVX-512-BF16 ones it packs inputs in blocks of 64, see
-  ``nbstream.devices.check_packable``).
+  ``nbstream.sources.transformers.devices.check_packable``).
 * :func:`smollm2_tokenizer` / :func:`smollm2`: the embedded SmolLM2-135M-Instruct,
   converted once into the nbstream cache (``$NBSTREAM_CACHE_DIR`` or the user
   cache directory) and loaded from there; cached for the session.
@@ -86,7 +86,7 @@ def tiny_model(seed: int = 0, width: int = TINY_WIDTH) -> Any:
 
 @functools.lru_cache(maxsize=1)
 def smollm2() -> tuple[Any, Any]:
-    from nbstream import default_model
+    from nbstream.sources.transformers import default_model
 
     return default_model.load_default()
 
@@ -100,6 +100,6 @@ def smollm2_tokenizer() -> Any:
 def _smollm2_tokenizer() -> Any:
     from transformers import AutoTokenizer
 
-    from nbstream import default_model
+    from nbstream.sources.transformers import default_model
 
     return AutoTokenizer.from_pretrained(default_model.default_model_path(), local_files_only=True)

@@ -1,5 +1,5 @@
 """What a widget sends to its views, captured at the comm boundary and read back
-the way a view does (per-message state keys; see nbstream/protocol.py)."""
+the way a view does (per-message state keys; see nbstream/widgets/protocol.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import re
 import threading
 from typing import Any
 
-from nbstream.widget import StreamingWidget
+from nbstream.widgets.widget import StreamingWidget
 
 _DELTA = re.compile(r"^(m\d+)\.(\d+)$")
 

@@ -159,7 +159,7 @@ def test_compare_applies_the_rule_per_pane() -> None:
 
 
 def test_chat_magic_history_alternates_too() -> None:
-    from nbstream.magic import forget, run_magic
+    from nbstream.widgets.magic import forget, run_magic
 
     model = StrictModel()
     ns: dict[str, Any] = {"m": model.source}

@@ -1,7 +1,7 @@
 """Edit and branches: ``chat.edit(index, text)`` and Regenerate keep the old messages as
 alternatives, ``chat.messages`` is the branch shown, ``chat.tree`` (and the saved file)
 has every branch, a reply streaming in another branch keeps streaming to its own
-message, and the view's switch / edit commands (in this process; nbstream/branches.py)."""
+message, and the view's switch / edit commands (in this process; nbstream/conversation/branches.py)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from _wait import wait_until
 from _wire import Wire
 
 from nbstream import ChatWidget
-from nbstream.branches import Branches
+from nbstream.conversation.branches import Branches
 from nbstream.sources import IteratorSource
 from nbstream.sources.base import ChatMessage
 

@@ -23,7 +23,7 @@ import pytest
 from _wire import conversation_of
 from conftest import ARTIFACTS, BROWSER_DIR, OFFLINE_ENV, JupyterLab, RunScenario
 
-from nbstream.pump import DEFAULT_INTERVAL
+from nbstream.core.pump import DEFAULT_INTERVAL
 
 pytestmark = pytest.mark.browser
 
@@ -200,7 +200,7 @@ def test_reload_mid_stream(
     # The first text shown is the last published state (maybe behind). Either way the
     # view catches up while the reply still runs: by the resync its hello asks for
     # (live), or, when its messages are dropped, by the state the pump republishes for
-    # a view that stopped acknowledging (nbstream.pump: SILENT_VIEW, REPUBLISH_EVERY)
+    # a view that stopped acknowledging (nbstream.core.pump: SILENT_VIEW, REPUBLISH_EVERY)
     assert r["caught_up_live"] is not None, r
     growth = r["growth_after_reload"]
     assert growth["growth_frames"] >= 3, growth
@@ -270,7 +270,7 @@ def test_saved_widget_state_reopened_and_exported(
         notebook_name,
         [
             "from nbstream import ChatWidget\n"
-            "from nbstream.pieces import Reasoning\n"
+            "from nbstream.sources import Reasoning\n"
             "from nbstream.sources import IteratorSource\n"
             "def think(messages):\n"
             f"    yield from (Reasoning(w + ' ') for w in {SAVED_REASONING!r}.split())\n"

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.browser
 THINKING = '''
 import time
 from nbstream import ChatWidget
-from nbstream.pieces import Outcome, Reasoning
+from nbstream.core.pieces import Outcome, Reasoning
 from nbstream.sources import IteratorSource
 from nbstream.sources.base import Source
 

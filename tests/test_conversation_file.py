@@ -1,7 +1,7 @@
 """Export and load: ``to_markdown``, ``to_messages``, ``save`` / ``load``, ``messages=[...]``
 (in this process; the real-kernel round trip is tests/test_conversation_kernel.py).
 
-The conversation file format and the Markdown are nbstream/transcript.py; the
+The conversation file format and the Markdown are nbstream/conversation/transcript.py; the
 fixture tests/data/conversation_markdown.json is checked by js/tests/transcript.test.ts
 too, so the view's "Copy all" and ``to_markdown()`` agree.
 """
@@ -19,10 +19,7 @@ from _wait import wait_until
 from _wire import conversation_of
 
 from nbstream import ChatWidget
-from nbstream.pieces import Reasoning
-from nbstream.sources import IteratorSource, ScriptedSource
-from nbstream.sources.base import ChatMessage
-from nbstream.transcript import (
+from nbstream.conversation.transcript import (
     FORMAT,
     VERSION,
     ConversationFileError,
@@ -32,7 +29,10 @@ from nbstream.transcript import (
     read,
     write,
 )
-from nbstream.widget import StreamingWidget
+from nbstream.core.pieces import Reasoning
+from nbstream.sources import IteratorSource, ScriptedSource
+from nbstream.sources.base import ChatMessage
+from nbstream.widgets.widget import StreamingWidget
 
 FIXTURE = Path(__file__).parent / "data" / "conversation_markdown.json"
 CASES = json.loads(FIXTURE.read_text(encoding="utf-8"))["cases"]

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.kernel
 SETUP = """
 import threading
 from nbstream import ChatWidget
-from nbstream.pieces import Reasoning
+from nbstream.core.pieces import Reasoning
 from nbstream.sources import IteratorSource
 from tests._wait import wait_until
 

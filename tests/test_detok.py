@@ -17,8 +17,8 @@ from _model_fixtures import tiny_tokenizer
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nbstream import detok
-from nbstream.detok import REPLACEMENT, IncrementalDecoder, decode_pieces
+from nbstream.sources.transformers import detok
+from nbstream.sources.transformers.detok import REPLACEMENT, IncrementalDecoder, decode_pieces
 
 ENGINES = ("rust", "python")
 
@@ -44,7 +44,7 @@ def smol() -> Any:
     """The SmolLM2 tokenizer: from the converted folder when there is one, else the GGUF."""
     from transformers import AutoTokenizer
 
-    from nbstream import default_model
+    from nbstream.sources.transformers import default_model
 
     try:
         gguf = default_model.gguf_path()

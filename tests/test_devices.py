@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from nbstream import devices
-from nbstream.devices import FLASH_ATTENTION, Plan, Probes
+from nbstream.sources.transformers import devices
+from nbstream.sources.transformers.devices import FLASH_ATTENTION, Plan, Probes
 
 
 def fake(

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 import nbstream
-from nbstream import default_model
 from nbstream import doctor as doctor_fn
+from nbstream.core.pump import ViewFigures, view_figures
 from nbstream.doctor import Report, detect_frontend, problems, warn_unsupported_frontend
-from nbstream.pump import ViewFigures, view_figures
 from nbstream.sources import ScriptedSource
+from nbstream.sources.transformers import default_model
 
 doctor_module = sys.modules["nbstream.doctor"]
 

@@ -15,7 +15,7 @@ from _wait import wait_until
 from _wire import delta_keys
 
 from nbstream import ChatWidget, ReplyTimeout
-from nbstream.pump import KEEP_ENDED
+from nbstream.core.pump import KEEP_ENDED
 from nbstream.sources import IteratorSource, ScriptedSource
 from nbstream.sources.base import ChatMessage
 

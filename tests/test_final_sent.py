@@ -14,9 +14,9 @@ import threading
 from _wire import Wire, conversation_of
 
 from nbstream import ChatWidget
-from nbstream.pump import Outgoing, Pump
+from nbstream.core.pump import Outgoing, Pump
+from nbstream.core.stream import Stream
 from nbstream.sources import IteratorSource, ScriptedSource
-from nbstream.stream import Stream
 
 
 class FakeClock:

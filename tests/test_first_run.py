@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from nbstream import ChatWidget, default_model, extras
+from nbstream import ChatWidget, extras
 from nbstream.sources import TransformersSource
+from nbstream.sources.transformers import default_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,11 +83,11 @@ def test_other_sources_need_no_extra(monkeypatch: pytest.MonkeyPatch) -> None:
 FIRST_RUN = r"""
 import json, sys
 from pathlib import Path
-from nbstream import default_model
+from nbstream.sources.transformers import default_model
 seen = []
 folder = default_model.default_model_path(progress=lambda done, total: seen.append((done, total)))
 from transformers import AutoModelForCausalLM
-from nbstream._quiet import quiet_loading
+from nbstream.sources.transformers.quiet import quiet_loading
 with quiet_loading():
     model, info = AutoModelForCausalLM.from_pretrained(
         folder, local_files_only=True, output_loading_info=True)
@@ -129,7 +130,7 @@ def test_first_conversion_is_quiet_small_and_reports_progress(tmp_path: Path) ->
     assert result["missing"] == [] and result["unexpected"] == [] and result["mismatched"] == []
     # from 0 before the imports to the whole (in units that weigh each stage's work:
     # the first report comes before anything slow), never back, one per tensor
-    from nbstream.gguf_llama import UNITS
+    from nbstream.sources.transformers.gguf_llama import UNITS
 
     progress = result["progress"]
     dones = [done for done, _ in progress]

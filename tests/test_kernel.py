@@ -21,7 +21,7 @@ from _wire import body_parts, delta_keys
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
-from nbstream.pump import DEFAULT_INTERVAL
+from nbstream.core.pump import DEFAULT_INTERVAL
 
 pytestmark = pytest.mark.kernel
 

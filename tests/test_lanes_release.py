@@ -11,9 +11,10 @@ from collections import Counter
 
 from _wait import wait_until
 
-from nbstream import Reply, StreamView, lanes, stream
-from nbstream.pump import get_pump
-from nbstream.stream import Stream
+from nbstream import Reply, StreamView, stream
+from nbstream.core import lanes
+from nbstream.core.pump import get_pump
+from nbstream.core.stream import Stream
 
 
 def test_a_lane_leaves_the_registry_when_its_work_is_done() -> None:

@@ -19,7 +19,7 @@ from _servers import ServerProcess, llama_cpp_available, start_llama_cpp_server
 from _wait import wait_until
 
 from nbstream import ChatWidget
-from nbstream.pieces import Outcome
+from nbstream.core.pieces import Outcome
 from nbstream.sources import Cancelled, OpenAISource, SourceError
 from nbstream.sources.base import ChatMessage
 
@@ -37,7 +37,7 @@ STORY: list[ChatMessage] = [
 
 
 def gguf() -> Path:
-    from nbstream.default_model import gguf_path
+    from nbstream.sources.transformers.default_model import gguf_path
 
     return gguf_path()
 

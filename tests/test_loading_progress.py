@@ -27,10 +27,10 @@ from _wait import wait_until
 from _wire import Wire, delta_keys
 
 from nbstream import ChatWidget
-from nbstream.loading import LoadingProgress, current_reporter, report_loading, reporting_to
-from nbstream.pump import Outgoing, Pump
+from nbstream.core.loading import LoadingProgress, current_reporter, report_loading, reporting_to
+from nbstream.core.pump import Outgoing, Pump
+from nbstream.core.stream import LOADING_INTERVAL, Stream
 from nbstream.sources.base import ChatMessage, Emit, Source
-from nbstream.stream import LOADING_INTERVAL, Stream
 
 PREPARING = "preparing the model (first run, once)"
 
@@ -250,9 +250,9 @@ def test_transformers_source_reports_the_conversion_then_the_load(
     pytest.importorskip("transformers")
     from _model_fixtures import tiny_model, tiny_tokenizer
 
-    from nbstream import default_model
     from nbstream.sources import TransformersSource
-    from nbstream.sources import transformers as ts
+    from nbstream.sources.transformers import default_model
+    from nbstream.sources.transformers import source as ts
 
     monkeypatch.setattr(default_model, "gguf_path", lambda: tmp_path / "fake.gguf")
     (tmp_path / "fake.gguf").write_bytes(b"GGUF")
@@ -301,7 +301,7 @@ def test_transformers_source_reports_the_conversion_then_the_load(
 def kernel_with_empty_cache(tmp_path: Path) -> Iterator[Any]:
     from jupyter_client.manager import start_new_kernel
 
-    from nbstream import default_model
+    from nbstream.sources.transformers import default_model
 
     try:
         default_model.gguf_path()

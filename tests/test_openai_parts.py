@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from _servers import ServerProcess, load_transcript, start_fake_server
 
-from nbstream.pieces import Outcome, Reasoning
+from nbstream.core.pieces import Outcome, Reasoning
 from nbstream.sources import OpenAISource, SourceError
 from nbstream.sources.base import ChatMessage
 

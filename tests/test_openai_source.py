@@ -350,7 +350,7 @@ def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProc
     """``transformers serve`` on the converted embedded model; (server, model name)."""
     from _servers import start_transformers_serve
 
-    from nbstream.default_model import default_model_path
+    from nbstream.sources.transformers.default_model import default_model_path
 
     folder = default_model_path()
     log = tmp_path_factory.mktemp("serve") / "transformers-serve.log"
@@ -427,7 +427,7 @@ def test_transformers_serve_killed_mid_stream(tmp_path: Path) -> None:
     """A real server crashing mid-answer: a clear error, the pieces so far kept."""
     from _servers import start_transformers_serve
 
-    from nbstream.default_model import default_model_path
+    from nbstream.sources.transformers.default_model import default_model_path
 
     folder = default_model_path()
     server = start_transformers_serve(folder, tmp_path / "doomed-serve.log")

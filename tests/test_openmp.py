@@ -1,4 +1,4 @@
-"""nbstream.openmp: the calling thread's OpenMP pool is handed back, and only then.
+"""nbstream.sources.transformers.openmp: the calling thread's OpenMP pool is handed back, and only then.
 
 The pool is seen by the process's thread count (/proc/self/task), in a fresh
 interpreter each time, so that no other test's threads or torch state count.
@@ -16,13 +16,13 @@ from typing import Any
 import pytest
 from _model_fixtures import tiny_model, tiny_tokenizer
 
-from nbstream import openmp
 from nbstream.sources.base import Source
+from nbstream.sources.transformers import openmp
 
 PROBE = r"""
 import json, os, sys
 import torch
-from nbstream import openmp
+from nbstream.sources.transformers import openmp
 
 def threads():
     return len(os.listdir("/proc/self/task"))
@@ -61,7 +61,7 @@ def test_release_pool_ends_the_calling_threads_pool_which_comes_back() -> None:
 
 
 def test_without_torch_nothing_is_touched() -> None:
-    got = _run("import json, sys\nfrom nbstream import openmp\n"
+    got = _run("import json, sys\nfrom nbstream.sources.transformers import openmp\n"
                "r = openmp.release_pool()\n"
                "print(json.dumps({'released': r, 'torch': 'torch' in sys.modules}))")
     assert got == {"released": False, "torch": False}

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from nbstream import ChatWidget, Compare, StreamView, stream
+from nbstream.core.pump import DEFAULT_INTERVAL
 from nbstream.options import OPTIONS, Options, StreamOptions
-from nbstream.pump import DEFAULT_INTERVAL
 
 NAMES = ["interval", "first_token_timeout", "stall_timeout", "total_timeout", "max_pending",
          "include_reasoning_in_history"]

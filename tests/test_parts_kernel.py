@@ -40,7 +40,7 @@ def test_a_turn_costs_the_same_at_turn_30_as_at_turn_1() -> None:
 SAVED = '''
 import time
 from nbstream import ChatWidget
-from nbstream.pieces import Reasoning
+from nbstream.core.pieces import Reasoning
 from nbstream.sources import IteratorSource
 
 def think(messages):

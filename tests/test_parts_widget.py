@@ -13,7 +13,7 @@ from _wait import wait_until
 from _wire import Wire, body_parts, conversation_of, delta_keys, meta_ids
 
 from nbstream import ChatWidget
-from nbstream.pieces import Outcome, Reasoning
+from nbstream.core.pieces import Outcome, Reasoning
 from nbstream.sources import IteratorSource, ScriptedSource
 from nbstream.sources.base import ChatMessage, Emit, Source
 

@@ -88,7 +88,7 @@ def test_load_in_4bit_quantizes_the_linear_layers_and_streams(
     assert packed == [path == "active"] * len(linears)
     assert view.stats["tokens"] == 8
     # the pieces are exactly the decoded generated ids (an incomplete last character of
-    # random weights' output is dropped, not shown as U+FFFD: see nbstream.detok)
+    # random weights' output is dropped, not shown as U+FFFD: see nbstream.sources.transformers.detok)
     tok = src.tokenizer
     assert view.text == tok.decode(src.last_token_ids, skip_special_tokens=True).rstrip("\ufffd")
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-import nbstream.runtime as rt_mod
+import nbstream.widgets.runtime as rt_mod
 from nbstream import ChatWidget
-from nbstream.runtime import Runtime, runtime_ref, shared_runtime, widget_esm
 from nbstream.sources import ScriptedSource
+from nbstream.widgets.runtime import Runtime, runtime_ref, shared_runtime, widget_esm
 
 REPO = Path(__file__).resolve().parents[1]
 STATIC = REPO / "nbstream" / "static"

@@ -17,7 +17,7 @@ import pytest
 from _wait import wait_until
 
 from nbstream import ChatWidget, ReplyError
-from nbstream.pieces import Outcome, Reasoning
+from nbstream.core.pieces import Outcome, Reasoning
 from nbstream.sources import (
     IteratorSource,
     RecordedOutcome,

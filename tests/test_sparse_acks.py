@@ -10,8 +10,8 @@ stream, and a view acking sparsely is not taken for a silent one.
 
 from __future__ import annotations
 
-from nbstream.pump import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW, Channel, Outgoing, Pump
-from nbstream.stream import Delta, Stream
+from nbstream.core.pump import DEFAULT_ACK_TIMEOUT, DEFAULT_WINDOW, Channel, Outgoing, Pump
+from nbstream.core.stream import Delta, Stream
 
 #: the view's least gap between ack rounds (js/src/frame.ts ACK_GAP_MS)
 ACK_GAP = 0.5

@@ -14,7 +14,8 @@ from _held import Held
 from _kernel import shell_reply, value
 from _wait import wait_until
 
-from nbstream import ChatWidget, Compare, Reply, lanes
+from nbstream import ChatWidget, Compare, Reply
+from nbstream.core import lanes
 
 
 def running_and_queued(w: ChatWidget, held: Held) -> tuple[Reply, Reply]:

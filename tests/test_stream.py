@@ -11,7 +11,7 @@ from _wait import wait_until
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbstream.pump import (
+from nbstream.core.pump import (
     ACK_PERIOD_WINDOWS,
     ASSUMED_ACK_PERIOD,
     DEFAULT_ACK_TIMEOUT,
@@ -19,8 +19,8 @@ from nbstream.pump import (
     Outgoing,
     Pump,
 )
+from nbstream.core.stream import Delta, Limits, Stream
 from nbstream.sources.base import Cancelled
-from nbstream.stream import Delta, Limits, Stream
 
 
 class FakeClock:

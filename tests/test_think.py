@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nbstream.pieces import Reasoning
+from nbstream.core.pieces import Reasoning
 from nbstream.sources.think import ThinkSplitter, splitting
 
 

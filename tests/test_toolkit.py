@@ -145,7 +145,7 @@ class FakeIPython:
 
 
 def test_magics_stream_and_chat_remember() -> None:
-    from nbstream import magic
+    from nbstream.widgets import magic
 
     ip = FakeIPython()
     nbstream.load_ipython_extension(ip)

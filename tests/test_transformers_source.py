@@ -21,10 +21,9 @@ from typing import Any
 import pytest
 from _model_fixtures import tiny_model, tiny_tokenizer
 
-from nbstream import default_model
-from nbstream.detok import REPLACEMENT
 from nbstream.sources.base import Cancelled, ChatMessage, Source
-from nbstream.sources.transformers import TransformersSource
+from nbstream.sources.transformers import TransformersSource, default_model
+from nbstream.sources.transformers.detok import REPLACEMENT
 
 HELLO: list[ChatMessage] = [{"role": "user", "content": "Hello"}]
 
@@ -211,8 +210,8 @@ def test_assisted_decoding_streams_several_tokens_per_put(tiny: TransformersSour
 def test_streamer_refuses_batches() -> None:
     import torch
 
-    from nbstream.detok import IncrementalDecoder
-    from nbstream.sources.transformers import _streamer
+    from nbstream.sources.transformers.detok import IncrementalDecoder
+    from nbstream.sources.transformers.source import _streamer
 
     pieces, emit = collect()
     streamer = _streamer(IncrementalDecoder(tiny_tokenizer()), emit, threading.Event())

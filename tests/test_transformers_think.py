@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nbstream.pieces import Reasoning
+from nbstream.core.pieces import Reasoning
 from nbstream.sources import TransformersSource
 from nbstream.sources.base import ChatMessage
 

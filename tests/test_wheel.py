@@ -128,7 +128,7 @@ def test_the_installed_wheel_imports_from_the_venv_with_the_bundle(
 import json, sys, hashlib, nbstream
 from nbstream import ChatWidget
 from nbstream.sources import ScriptedSource
-from nbstream.runtime import shared_runtime
+from nbstream.widgets.runtime import shared_runtime
 w = ChatWidget(ScriptedSource("x"))
 sha = lambda s: hashlib.sha256(s.encode()).hexdigest()
 print(json.dumps({"file": nbstream.__file__, "path": sys.path,

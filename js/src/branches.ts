@@ -7,7 +7,7 @@
  * Each message's meta names its `parent` (null: a first message); messages with
  * the same parent are siblings, oldest first. States saved by older versions
  * name no parents and no `current`: their messages follow each other in id
- * order, so every message shows, as before. See `nbstream/branches.py` for the
+ * order, so every message shows, as before. See `nbstream/conversation/branches.py` for the
  * kernel's side. Runs on the browser's main thread only.
  */
 

@@ -15,7 +15,7 @@
  * they saved) send a `conversation` list and `delta` custom messages, applied
  * with the rules below.
  *
- * Applies the sequence rules of `nbstream/protocol.py`:
+ * Applies the sequence rules of `nbstream/widgets/protocol.py`:
  * - a state entry whose seq is >= ours replaces our text (when it merely
  *   extends our text, the rest is recorded as an append);
  * - a delta whose seq is ours + 1 is appended;

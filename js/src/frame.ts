@@ -24,7 +24,7 @@
  *
  * An ack carries the mean DOM time of the frames since the last round. The
  * kernel measures how often a view acks and sizes its window and ack timeout
- * by it (`nbstream/pump.py`). A stream at the kernel's ~29 deltas/s costs about
+ * by it (`nbstream/core/pump.py`). A stream at the kernel's ~29 deltas/s costs about
  * 2 acks a second, not 29: fewer acks leave the budget (40 messages a second
  * per widget, status included) to deltas, which shortens token-to-pixel.
  *

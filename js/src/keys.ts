@@ -3,7 +3,7 @@
  * view's conversation buffer (buffer.ts). Pure: the model is only read through
  * `get`, the clock is given.
  *
- * The keys (see `nbstream/protocol.py`): `last_id` says which ids exist
+ * The keys (see `nbstream/widgets/protocol.py`): `last_id` says which ids exist
  * (`m1 .. m<last_id>`, in order); `m<i>` is a message's meta (null once
  * removed); `m<i>.<s>` its s-th delta, immutable; `live` the seq of each
  * streaming message; `removed` counts removals.

@@ -2,7 +2,7 @@
  * The small module every nbstream widget stores as its `_esm` (a few hundred
  * bytes), instead of the whole front end. The front end (widget.js and
  * widget.css, ~250 KB) travels once per kernel in one shared runtime model
- * (`nbstream/runtime.py`: a plain `@jupyter-widgets/base` WidgetModel with
+ * (`nbstream/widgets/runtime.py`: a plain `@jupyter-widgets/base` WidgetModel with
  * `bundle`, `css` and `version` traits), so a notebook saved with widget state
  * stores it once, however many widgets it shows.
  *

@@ -1,7 +1,7 @@
 /**
  * The wire protocol between the kernel and the browser view, as types.
  *
- * Mirrors `nbstream/protocol.py`; change both together. The direction rules
+ * Mirrors `nbstream/widgets/protocol.py`; change both together. The direction rules
  * and the sequence rules are written down there; in short:
  *
  * - Kernel -> view: ordinary ipywidgets `update` messages, one per pump step,
@@ -53,7 +53,7 @@ export type PartType = "reasoning" | "answer";
 /** What one delta appends: a string (all answer), or `[type, text]` runs in order. */
 export type DeltaBody = string | [string, string][];
 
-/** What a loading reply waits for, as its source last said (`nbstream/loading.py`). */
+/** What a loading reply waits for, as its source last said (`nbstream/core/loading.py`). */
 export interface LoadingProgress {
   /** one short line: "preparing the model (first run, once)", "loading model" */
   text: string;

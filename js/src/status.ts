@@ -9,7 +9,7 @@
  * them). While it streams, the view only sees deltas, so it shows what it
  * can measure honestly: characters received per second, marked "≈".
  * While the model loads, it shows what the source last reported (the meta's
- * `progress`, see `nbstream/loading.py`): "preparing the model (first run,
+ * `progress`, see `nbstream/core/loading.py`): "preparing the model (first run,
  * once)… 42%".
  */
 import type { Entry } from "./buffer";

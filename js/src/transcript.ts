@@ -1,6 +1,6 @@
 /**
  * The Markdown of a conversation, as the view's "Copy all" button copies it.
- * Pure: no DOM. Mirrors `conversation_markdown` in `nbstream/transcript.py`
+ * Pure: no DOM. Mirrors `conversation_markdown` in `nbstream/conversation/transcript.py`
  * (what `ChatWidget.to_markdown()` returns); a fixture both test suites read
  * (tests/data/conversation_markdown.json) keeps them equal.
  *

@@ -1,5 +1,5 @@
 // @vitest-environment jsdom
-// A loading reply's progress (the meta's `progress`, nbstream/loading.py): the
+// A loading reply's progress (the meta's `progress`, nbstream/core/loading.py): the
 // label, the guard on what the wire carries, and the status line of a view fed
 // per-message keys as the kernel sends them.
 import { afterEach, describe, expect, it } from "vitest";

@@ -19,8 +19,11 @@ import {
   type ViewMsg,
 } from "../src/protocol";
 
-// protocol.ts mirrors nbstream/protocol.py; these checks catch drift between them.
-const py = readFileSync(join(__dirname, "..", "..", "nbstream", "protocol.py"), "utf8");
+// protocol.ts mirrors nbstream/widgets/protocol.py (statuses: nbstream/core/pieces.py); these
+// checks catch drift between them.
+const pyFile = (...parts: string[]): string =>
+  readFileSync(join(__dirname, "..", "..", "nbstream", ...parts), "utf8");
+const py = `${pyFile("core", "pieces.py")}\n${pyFile("widgets", "protocol.py")}`;
 
 const block = (start: RegExp): string => {
   const from = py.search(start);

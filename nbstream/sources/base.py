@@ -14,7 +14,7 @@ the ``cancel`` event.
 A source with a slow start overrides :meth:`Source.prepare`; while it runs, the
 reply shows "loading model…", and the source may say more with
 :func:`report_loading` (``report_loading("preparing the model", 0.42)`` shows
-"preparing the model… 42%"; see :mod:`nbstream.loading`).
+"preparing the model… 42%"; see :mod:`nbstream.core.loading`).
 """
 
 from __future__ import annotations
@@ -22,23 +22,16 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypedDict
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from ..loading import report_loading
-from ..pieces import Cancelled, Outcome, Reasoning
+from ..core.loading import report_loading
+from ..core.pieces import Cancelled, ChatMessage, Outcome, Reasoning
 
 if TYPE_CHECKING:
     from ..generation import GenerationOptions
 
 __all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError",
            "report_loading"]
-
-
-class ChatMessage(TypedDict):
-    """One turn of the conversation handed to a source."""
-
-    role: str
-    content: str
 
 
 Emit = Callable[[str], None]
@@ -94,7 +87,7 @@ class Source(ABC):
         thread for the Send button) when the reply is queued, before its worker
         thread starts. Must be quick; an exception is logged and the reply goes on.
         :class:`~nbstream.sources.TransformersSource` hands back the asking thread's
-        OpenMP threads here (:mod:`nbstream.openmp`).
+        OpenMP threads here (:mod:`nbstream.sources.transformers.openmp`).
         """
 
     def prepare(self) -> None:  # noqa: B027 - optional hook, empty by default

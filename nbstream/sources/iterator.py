@@ -10,7 +10,7 @@ generator's ``finally`` blocks run and an HTTP stream is released.
 
 Parts and endings: a plain ``str`` is answer text; yield
 ``Reasoning("…")`` (``nbstream.Reasoning``) for the model's thinking. To say
-how the generation ended, yield an :class:`~nbstream.pieces.Outcome` as the
+how the generation ended, yield an :class:`~nbstream.core.pieces.Outcome` as the
 last item (``yield Outcome("length", usage={...})``), or ``return`` one from
 a (sync) generator; without one it ended with ``"stop"``. Text with inline
 ``<think>…</think>`` is split into reasoning and answer with
@@ -30,7 +30,7 @@ import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Sequence
 from typing import Any, cast
 
-from ..pieces import Outcome
+from ..core.pieces import Outcome
 from .base import Cancelled, ChatMessage, Emit, Source
 from .think import ThinkSplitter, ThinkTags, splitting
 

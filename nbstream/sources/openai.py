@@ -4,12 +4,12 @@ Owns one streaming HTTP request per reply: ``POST {base_url}/chat/completions``
 with ``"stream": true``, read as server-sent events (httpx, and httpx-sse's
 parser); each ``choices[0].delta.content`` becomes an answer piece, each
 ``delta.reasoning_content`` (llama.cpp, DeepSeek) or ``delta.reasoning``
-(vLLM, Ollama ``/v1``) a :class:`~nbstream.pieces.Reasoning` piece. Inline
+(vLLM, Ollama ``/v1``) a :class:`~nbstream.core.pieces.Reasoning` piece. Inline
 ``<think>…</think>`` in the content is split out too (``think_tags``, see
 :mod:`nbstream.sources.think`). Role-only and empty chunks and keep-alive
 comments are skipped.
 
-How it ended goes into the returned :class:`~nbstream.pieces.Outcome`: the
+How it ended goes into the returned :class:`~nbstream.core.pieces.Outcome`: the
 last ``finish_reason`` the server sent (``stop``, ``length``, ``tool_calls``,
 vLLM's ``abort``; TGI's ``eos_token`` / ``stop_sequence`` read as ``stop``), or
 None when it sent none: a stream that simply ended, or one that sent
@@ -69,7 +69,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from .._version import __version__
-from ..pieces import FinishReason, Outcome, Reasoning
+from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source, SourceError
 from .think import ThinkSplitter, ThinkTags, splitting
 

@@ -49,7 +49,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Protocol, get_args
 
-from ..pieces import FinishReason, Outcome, Reasoning
+from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source
 
 __all__ = ["FORMAT_VERSION", "RecordedOutcome", "Recorder", "Recording", "RecordingError",
@@ -69,7 +69,7 @@ _ON_ERROR = "nbstream_recording"
 
 
 class _ReplyLike(Protocol):
-    """What :func:`record` needs of a reply (``nbstream.reply.Reply``)."""
+    """What :func:`record` needs of a reply (``nbstream.widgets.reply.Reply``)."""
 
     @property
     def source(self) -> Source: ...

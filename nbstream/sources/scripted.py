@@ -9,7 +9,7 @@ due within ``MIN_WAIT`` (5 ms) per wake-up. It waits on the cancel event, so
 a stop is immediate.
 
 Reasoning: ``reasoning="..."`` is typed first, at the same rate, as
-:class:`~nbstream.pieces.Reasoning` pieces, then the text. ``finish_reason``
+:class:`~nbstream.core.pieces.Reasoning` pieces, then the text. ``finish_reason``
 (``"stop"`` by default; ``"length"``, ``None``, ...) and ``usage`` are what
 ``generate`` returns, so a teaching notebook can show a reply cut at its
 length limit without a model.
@@ -27,7 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ..pieces import FinishReason, Outcome, Reasoning
+from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source
 
 _WORD = re.compile(r"\s*\S+|\s+")

@@ -5,7 +5,7 @@ reasoning parser write their thinking into the text itself, between
 ``<think>`` and ``</think>``. Often the output holds only the closing tag,
 because the chat template already opened the block at the end of the prompt.
 :class:`ThinkSplitter` turns such text, fed piece by piece, into
-:class:`~nbstream.pieces.Reasoning` pieces (inside the block) and plain
+:class:`~nbstream.core.pieces.Reasoning` pieces (inside the block) and plain
 ``str`` pieces (the answer). Used by ``TransformersSource``,
 ``OpenAISource`` and ``IteratorSource``; it runs on the thread that feeds
 it (the reply's worker thread) and serves one reply.
@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from ..pieces import Reasoning
+from ..core.pieces import Reasoning
 
 __all__ = ["CLOSE", "OPEN", "ThinkSplitter", "ThinkTags", "splitting"]
 

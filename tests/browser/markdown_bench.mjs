@@ -92,7 +92,7 @@ await scenario(async ({ browser, page, params, log }) => {
           const t = performance.timeOrigin + performance.now();
           const d = ev.data;
           const text = typeof d === 'string' ? d : d instanceof ArrayBuffer ? dec.decode(d) : '';
-          // a delta is an update's key "m<i>.<seq>" (per-message keys, nbstream/protocol.py);
+          // a delta is an update's key "m<i>.<seq>" (per-message keys, nbstream/widgets/protocol.py);
           // the bench's chat streams one reply, so a seq names one delta
           for (const m of text.matchAll(/"m\d+\.(\d+)"\s*:/g)) {
             window.__nbsReceived.push({ seq: Number(m[1]), t });

@@ -24,7 +24,7 @@ direct ``source.prepare()`` in a cell, another thread), a report goes nowhere.
 A source that loads on threads of its own takes the receiver with
 :func:`current_reporter` on the worker thread and calls it from there.
 
-The receiver (the reply's :class:`~nbstream.stream.Stream`) only records the
+The receiver (the reply's :class:`~nbstream.core.stream.Stream`) only records the
 latest report; how often it reaches the view is the pump's business (at most a
 few times per second), so a source may report as often as it likes: per
 tensor, per file, per byte.

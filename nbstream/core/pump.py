@@ -64,7 +64,7 @@ from typing import TypedDict
 
 from .stream import Clock, Delta, Stream
 
-log = logging.getLogger("nbstream.pump")
+log = logging.getLogger("nbstream.core.pump")
 
 #: default flush interval per stream, seconds (~29 messages/s). With acks every 500 ms it keeps a
 #: widget within 40 kernel->browser messages a second, status included, and token->DOM p95

@@ -15,10 +15,10 @@ from typing import Any
 
 import traitlets
 
-from .checks import check_prompt, check_system_prompt, check_title, short
-from .options import StreamOptions, Unpack, parse_options, with_options
+from ..checks import check_prompt, check_system_prompt, check_title, short
+from ..options import StreamOptions, Unpack, parse_options, with_options
+from ..sources.base import Source
 from .reply import Reply
-from .sources.base import Source
 from .widget import BadViewMessage, StreamingWidget
 
 

@@ -1,7 +1,9 @@
 """What a source hands the pipeline: pieces of text, and how a generation ended.
 
 This module is the contract between ``sources/`` (producers, on worker
-threads) and the stream core (``stream.py``, ``reply.py``). It imports
+threads), the stream core (``stream.py``) and the widgets (``reply.py``): the
+pieces, how a generation ended, a message's statuses, and the conversation a
+source is handed (:class:`ChatMessage`). It imports
 nothing else of nbstream, so both sides can depend on it without depending
 on each other.
 
@@ -21,13 +23,35 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 #: Why a reply ended. Sources report ``stop``, ``length``, ``tool_calls``,
 #: ``abort`` (vLLM's), or None (a server's stream ended with neither a finish
 #: reason nor an end marker). The pipeline itself sets ``cancelled`` (a stop),
 #: ``error`` (the source raised) and ``timeout`` (a time limit).
 FinishReason = Literal["stop", "length", "tool_calls", "abort", "cancelled", "error", "timeout"]
+
+#: Lifecycle of an assistant message. User messages are always ``"done"``.
+Status = Literal[
+    "queued",  # waiting for the model (another reply holds it)
+    "loading",  # the model is being loaded
+    "running",  # generation started; waiting for or receiving pieces
+    "done",  # finished normally
+    "stopped",  # stopped by the user (button, Escape, stop(), interrupt)
+    "error",  # the source raised; see ``error``
+    "timeout",  # a time limit ended it; see ``error`` for which
+]
+
+#: Statuses after which a message never changes again.
+FINAL_STATUSES: frozenset[Status] = frozenset({"done", "stopped", "error", "timeout"})
+
+
+class ChatMessage(TypedDict):
+    """One turn of the conversation handed to a source."""
+
+    role: str
+    content: str
+
 
 #: The types of part a message is made of (more may come: tool calls, ...).
 PartType = Literal["answer", "reasoning"]

@@ -17,12 +17,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Iterable, Sequence
 from typing import Any
 
-from .checks import check_messages, check_prompt, check_system_prompt, check_title, short
-from .options import StreamOptions, Unpack, parse_options, with_options
+from ..checks import check_messages, check_prompt, check_system_prompt, check_title, short
+from ..core.trace import Trace
+from ..options import StreamOptions, Unpack, parse_options, with_options
+from ..sources.base import ChatMessage, Source
+from ..sources.iterator import IteratorSource
 from .reply import Reply
-from .sources.base import ChatMessage, Source
-from .sources.iterator import IteratorSource
-from .trace import Trace
 from .widget import StreamingWidget
 
 SourceLike = Source | Iterable[str] | AsyncIterable[str]

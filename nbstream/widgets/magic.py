@@ -1,7 +1,7 @@
 """Cell magics: ``%%stream`` and ``%%chat`` (load with ``%load_ext nbstream``).
 
 ``%%stream [SOURCE]`` sends the cell's text as a prompt and shows the answer
-live under the cell (a :class:`~nbstream.streamview.StreamView`).
+live under the cell (a :class:`~nbstream.widgets.streamview.StreamView`).
 ``%%chat [SOURCE]`` does the same but remembers: each ``%%chat`` cell on the
 same source continues one conversation, which suits exploration and slides.
 ``SOURCE`` names a variable holding a :class:`~nbstream.sources.Source`, or a
@@ -16,9 +16,9 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from ..sources.base import ChatMessage, Source
 from .chat import ChatWidget, resolve_source
 from .compare import Compare
-from .sources.base import ChatMessage, Source
 from .streamview import StreamView, stream
 
 _default: Source | None = None

@@ -77,21 +77,9 @@ from __future__ import annotations
 
 from typing import Any, Literal, TypedDict
 
-from .pieces import FinishReason, PartType
+from ..core.pieces import FINAL_STATUSES, FinishReason, PartType, Status
 
-#: Lifecycle of an assistant message. User messages are always ``"done"``.
-Status = Literal[
-    "queued",  # waiting for the model (another reply holds it)
-    "loading",  # the model is being loaded
-    "running",  # generation started; waiting for or receiving pieces
-    "done",  # finished normally
-    "stopped",  # stopped by the user (button, Escape, stop(), interrupt)
-    "error",  # the source raised; see ``error``
-    "timeout",  # a time limit ended it; see ``error`` for which
-]
-
-#: Statuses after which a message never changes again.
-FINAL_STATUSES: frozenset[str] = frozenset({"done", "stopped", "error", "timeout"})
+__all__ = ["FINAL_STATUSES", "Status"]  # re-exported: the wire carries them
 
 Role = Literal["user", "assistant", "system"]
 
@@ -116,7 +104,7 @@ class MessageMetaExtras(TypedDict, total=False):
     pane: int
     #: a user message's text (an assistant's text is in its delta keys)
     text: str
-    #: why a finished reply ended (see :data:`~nbstream.pieces.FinishReason`); null:
+    #: why a finished reply ended (see :data:`~nbstream.core.pieces.FinishReason`); null:
     #: the source's stream ended with no end marker. Absent while it runs.
     finish_reason: FinishReason | None
     #: one-line error for ``error`` / ``timeout``

@@ -1,7 +1,7 @@
 """ChatWidget: a multi-turn chat with an input box, on any source.
 
 Only the chat's own rules live here (what a send starts, what the source
-sees, regenerate); the pipeline is :class:`~nbstream.widget.StreamingWidget`.
+sees, regenerate); the pipeline is :class:`~nbstream.widgets.widget.StreamingWidget`.
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from typing import Any, cast
 
 import traitlets
 
-from . import transcript
-from .checks import check_prompt, check_system_prompt, check_title, short
-from .generation import GenerationOptions, check_generation
-from .options import StreamOptions, Unpack, parse_options, with_options
-from .protocol import FINAL_STATUSES
+from ..checks import check_prompt, check_system_prompt, check_title, short
+from ..conversation import transcript
+from ..conversation.transcript import StoredMessage, Transcript
+from ..core.pieces import FINAL_STATUSES
+from ..generation import GenerationOptions, check_generation
+from ..options import StreamOptions, Unpack, parse_options, with_options
+from ..sources.base import ChatMessage, Source
 from .reply import Reply
-from .sources.base import ChatMessage, Source
-from .transcript import StoredMessage, Transcript
 from .widget import MAX_VIEW_TEXT, BadViewMessage, StreamingWidget, UserTurn
 
 log = logging.getLogger("nbstream")
@@ -30,7 +30,7 @@ log = logging.getLogger("nbstream")
 def resolve_source(source: Source | None, where: str = "ChatWidget") -> Source:
     """``source``, or the embedded default model when None; a clear error otherwise."""
     if source is None:  # the embedded default model, loaded on the first question
-        from .sources.transformers import TransformersSource
+        from ..sources.transformers import TransformersSource
 
         return TransformersSource()
     if not isinstance(source, Source):
@@ -126,7 +126,7 @@ class ChatWidget(StreamingWidget):
         prompt (``title`` / ``system_prompt`` given here replace them).
         ``generation`` and ``options`` are those of the constructor.
 
-        Raises :class:`~nbstream.transcript.ConversationFileError` (a
+        Raises :class:`~nbstream.conversation.transcript.ConversationFileError` (a
         :class:`ValueError`) naming the file and the line or entry when the file
         is malformed or of an unknown version.
         """
@@ -213,7 +213,7 @@ class ChatWidget(StreamingWidget):
             (m.role, m.content, m.status) for m in self.tree.branch())
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the conversation to ``path`` as JSON (see :mod:`nbstream.transcript`
+        """Write the conversation to ``path`` as JSON (see :mod:`nbstream.conversation.transcript`
         for the format): every message with its reasoning, status, finish reason and
         error, the title and the system prompt. A reply still running is saved as it
         stands, as ``stopped``. Returns the path. :meth:`load` reads it back."""

@@ -15,7 +15,7 @@ Threads and ownership (all fields are guarded by ``self._cond``):
 
 A message is made of **parts**: runs of text of one type (``"reasoning"``,
 ``"answer"``; see ``pieces.py``), in the order they arrived. A piece's type is
-its Python type (a :class:`~nbstream.pieces.Reasoning` is thinking, a plain
+its Python type (a :class:`~nbstream.core.pieces.Reasoning` is thinking, a plain
 ``str`` answer text). The message is the concatenation of ``_sent`` (deltas
 already sent, numbered ``1..seq``, each a :data:`Body`) and ``_pending``
 (pieces received, not yet sent). A delta moves all of ``_pending`` to
@@ -29,7 +29,7 @@ after the user pressed Stop.
 the pump waits in :meth:`put` (backpressure) instead of growing memory.
 
 While the status is ``loading``, the source may say what it waits for and how
-far it got (:mod:`nbstream.loading`): the stream keeps only the latest report,
+far it got (:mod:`nbstream.core.loading`): the stream keeps only the latest report,
 and the pump sends it with the message's meta at most once per
 :data:`LOADING_INTERVAL` (the first at once), however often the source reports.
 
@@ -49,8 +49,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from .loading import LoadingProgress
-from .pieces import Cancelled, FinishReason, Outcome, PartType, part_type
-from .protocol import Status
+from .pieces import Cancelled, FinishReason, Outcome, PartType, Status, part_type
 
 Clock = Callable[[], float]
 

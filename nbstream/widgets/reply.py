@@ -1,11 +1,11 @@
 """A reply: the handle a user holds while an answer streams.
 
-:class:`Reply` is a thin, thread-safe facade over a :class:`~nbstream.stream.Stream`
+:class:`Reply` is a thin, thread-safe facade over a :class:`~nbstream.core.stream.Stream`
 (which owns the text and the status) plus the job that runs the source on a
 lane's worker thread (:func:`run_reply`). Any thread may read a reply or stop
 it; only the worker thread produces into it; only the pump finalizes it.
 While the source prepares (loads its model), what it reports with
-:func:`nbstream.loading.report_loading` goes to this reply's stream.
+:func:`nbstream.core.loading.report_loading` goes to this reply's stream.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
-from .generation import GenerationOptions
-from .loading import reporting_to
-from .pieces import FinishReason, Outcome
-from .protocol import Status
-from .sources.base import Cancelled, ChatMessage, Source
-from .stream import Stream
-from .trace import Trace
+from ..core.loading import reporting_to
+from ..core.pieces import FinishReason, Outcome, Status
+from ..core.stream import Stream
+from ..core.trace import Trace
+from ..generation import GenerationOptions
+from ..sources.base import Cancelled, ChatMessage, Source
 
 #: how long :meth:`Reply.wait` waits, after the ending, for the pump to hand the
 #: final state to the widget's comm (it takes one pump step; this only bounds a
@@ -89,7 +88,7 @@ class Reply:
 
     @property
     def stream(self) -> Stream:
-        """The :class:`~nbstream.stream.Stream` that owns this reply's text, parts and
+        """The :class:`~nbstream.core.stream.Stream` that owns this reply's text, parts and
         status: what the pipeline (the widget, the pump) sends from."""
         return self._stream
 
@@ -171,7 +170,7 @@ class Reply:
         return self._stream.stats()
 
     def trace(self) -> Trace:
-        """A copy of the produced / sent / rendered timeline (see :mod:`nbstream.trace`)."""
+        """A copy of the produced / sent / rendered timeline (see :mod:`nbstream.core.trace`)."""
         return Trace.of(self._stream)
 
     def plot(self, ax: Any = None) -> Any:

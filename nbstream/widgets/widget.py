@@ -43,12 +43,16 @@ from typing import Any, Literal
 import anywidget
 import traitlets
 
-from . import lanes
-from .branches import Branches
-from .checks import check_system_prompt
-from .doctor import warn_unsupported_frontend
-from .generation import GenerationOptions
-from .options import Options
+from ..checks import check_system_prompt
+from ..conversation.branches import Branches
+from ..conversation.transcript import StoredMessage
+from ..core import lanes
+from ..core.pump import Outgoing, get_pump
+from ..core.stream import Body, Stream, body_runs
+from ..doctor import warn_unsupported_frontend
+from ..generation import GenerationOptions
+from ..options import Options
+from ..sources.base import ChatMessage, Source
 from .protocol import (
     CURRENT_KEY,
     FINAL_STATUSES,
@@ -61,12 +65,8 @@ from .protocol import (
     MessageState,
     delta_key,
 )
-from .pump import Outgoing, get_pump
 from .reply import Reply, run_reply
 from .runtime import widget_css, widget_esm, widget_runtime_ref
-from .sources.base import ChatMessage, Source
-from .stream import Body, Stream, body_runs
-from .transcript import StoredMessage
 
 log = logging.getLogger("nbstream")
 

@@ -6,17 +6,17 @@ worker thread, the thread that calls :meth:`~TransformersSource.generate`:
 there is no extra generation thread and no queue. ``generate`` hands
 transformers a streamer whose ``put()`` (called by ``model.generate`` between
 two decoding steps, on the same thread) turns the new token id into text with
-:class:`~nbstream.detok.IncrementalDecoder` and calls ``emit(piece)``; and a
+:class:`~nbstream.sources.transformers.detok.IncrementalDecoder` and calls ``emit(piece)``; and a
 ``StoppingCriteria`` that ends generation at the next step once ``cancel`` is
 set. ``emit`` may block (backpressure) and raise :class:`Cancelled`; both
 pass straight through ``model.generate``.
 
-While it loads, ``prepare`` reports what it does (:mod:`nbstream.loading`):
+While it loads, ``prepare`` reports what it does (:mod:`nbstream.core.loading`):
 "preparing the model (first run, once)" with the fraction of tensors done
 while the embedded model is converted, then "loading model" (and "warming up
 the model" with ``warmup``); the view shows it on the reply's status line.
 
-``generate`` returns an :class:`~nbstream.pieces.Outcome`: ``finish_reason``
+``generate`` returns an :class:`~nbstream.core.pieces.Outcome`: ``finish_reason``
 ``"length"`` when the reply reached ``max_new_tokens`` without ending its turn,
 ``"stop"`` otherwise; usage (prompt and completion tokens) and figures
 (``tokens``, ``seconds``, ``first_token_seconds``, ``tokens_per_second``).
@@ -26,7 +26,7 @@ tests and benchmarks) is written by ``generate``.
 Thinking models: when the chat template uses ``<think>`` tags (or with
 ``think_tags=True``), the text goes through the shared splitter
 (:mod:`nbstream.sources.think`), which turns the inside of the block into
-:class:`~nbstream.pieces.Reasoning` pieces; when the prompt ends with an open
+:class:`~nbstream.core.pieces.Reasoning` pieces; when the prompt ends with an open
 ``<think>`` (the template opened the block), the output starts inside it.
 
 Loaded models are shared: sources built with the same model arguments get
@@ -44,15 +44,16 @@ from collections.abc import Hashable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from nbstream import devices, extras, openmp
-from nbstream.detok import IncrementalDecoder
-from nbstream.loading import report_loading
-from nbstream.pieces import FinishReason, Outcome
-from nbstream.sources.base import ChatMessage, Emit, Source
-from nbstream.sources.think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
+from ... import extras
+from ...core.loading import report_loading
+from ...core.pieces import FinishReason, Outcome
+from ..base import ChatMessage, Emit, Source
+from ..think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
+from . import devices, openmp
+from .detok import IncrementalDecoder
 
 if TYPE_CHECKING:
-    from nbstream.generation import GenerationOptions
+    from ...generation import GenerationOptions
 
 __all__ = ["TransformersSource"]
 
@@ -128,7 +129,7 @@ WARMING_UP = "warming up the model"
 def _announce_default() -> None:
     """Say at once (before torch and transformers are imported, seconds on a
     first run) whether the embedded model must be converted first."""
-    from nbstream import default_model
+    from . import default_model
 
     try:
         converting = not default_model.is_converted(default_model.converted_path())
@@ -143,8 +144,8 @@ def _announce_default() -> None:
 def _load_default_reporting(kwargs: dict[str, Any]) -> tuple[Any, Any]:
     """Load the embedded model, reporting the one-time conversion's progress (in
     units weighing each stage's work, see gguf_llama.UNITS) and then the load (on
-    this, the worker thread; see nbstream.loading)."""
-    from nbstream import default_model
+    this, the worker thread; see nbstream.core.loading)."""
+    from . import default_model
 
     def progress(done: int, total: int) -> None:
         if total > 0 and done >= total:
@@ -265,14 +266,14 @@ class TransformersSource(Source):
 
     ``model`` is a loaded model, a local model folder, a ``.gguf`` file, the
     id of a model already in the local Hugging Face cache, or None for the
-    embedded SmolLM2-135M-Instruct (see :mod:`nbstream.default_model`).
+    embedded SmolLM2-135M-Instruct (see :mod:`nbstream.sources.transformers.default_model`).
     ``tokenizer`` is a tokenizer, a path, or None for the model's own.
     Nothing is loaded until :meth:`prepare`; a path that does not exist fails
     here, at once.
 
     ``device``, ``dtype``, ``load_in_4bit``, ``load_in_8bit`` and
     ``attn_implementation`` choose how nbstream loads the model (see
-    :mod:`nbstream.devices`); they do not apply to a model object.
+    :mod:`nbstream.sources.transformers.devices`); they do not apply to a model object.
     ``system_prompt`` is put first when the conversation has no system turn.
     ``warmup=True`` runs one tiny generation in :meth:`prepare`.
     ``cpu_threads``: None leaves torch's intra-op threads alone; an int sets
@@ -292,7 +293,7 @@ class TransformersSource(Source):
     never; ``"opened"``: the output starts inside a block (also detected by
     itself: a prompt that ends with ``<think>``).
 
-    ``generate`` returns an :class:`~nbstream.pieces.Outcome` (finish reason,
+    ``generate`` returns an :class:`~nbstream.core.pieces.Outcome` (finish reason,
     usage, figures). After each reply, :attr:`last_token_ids` holds the ids
     whose text was emitted (fed to the decoder).
     """
@@ -433,8 +434,8 @@ class TransformersSource(Source):
         return self._tokenizer if self._tokenizer is not None else self._tokenizer_obj
 
     def queued(self) -> None:
-        """Hand back the asking thread's OpenMP threads (:mod:`nbstream.openmp`): a cell
-        that loaded or ran the model left the main thread a pool of them, and with two
+        """Hand back the asking thread's OpenMP threads (:mod:`.openmp`): a cell that
+        loaded or ran the model left the main thread a pool of them, and with two
         pools the worker's threads sleep between the ops of each token instead of
         spinning (5-8 % of the tokens/s on 2 cores). They come back at that thread's
         next torch op."""
@@ -442,7 +443,7 @@ class TransformersSource(Source):
 
     def prepare(self) -> None:
         """Load the model and tokenizer (and warm up); a no-op once done."""
-        from nbstream._quiet import quiet_loading
+        from .quiet import quiet_loading
 
         with self._prepare_lock, quiet_loading():
             if self._loaded is None:

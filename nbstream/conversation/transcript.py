@@ -30,7 +30,7 @@ alternatives is a chain: each message's parent is the one before it.
 
 ``status`` is a final status (``done``, ``stopped``, ``error``, ``timeout``;
 a user message is always ``done``); ``finish_reason`` is why a reply ended
-(see :data:`nbstream.pieces.FinishReason`), ``error`` the one-line error of an
+(see :data:`nbstream.core.pieces.FinishReason`), ``error`` the one-line error of an
 ``error`` / ``timeout`` reply. ``reasoning``, ``finish_reason`` and ``error``
 may be left out. A file with an unknown ``version`` or of the wrong shape
 raises :class:`ConversationFileError`, naming the file and the line (malformed
@@ -47,9 +47,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
-from .checks import short
-from .pieces import FinishReason
-from .protocol import FINAL_STATUSES, Status
+from ..checks import short
+from ..core.pieces import FINAL_STATUSES, FinishReason, Status
 
 __all__ = [
     "FORMAT",

@@ -25,7 +25,7 @@ from pathlib import Path
 import ipywidgets
 import traitlets
 
-_STATIC = Path(__file__).parent / "static"
+_STATIC = Path(__file__).parent.parent / "static"
 _MISSING_BUNDLE = """
 export default { render({ el }) {
   el.textContent =
