@@ -46,11 +46,62 @@ Status = Literal[
 FINAL_STATUSES: frozenset[Status] = frozenset({"done", "stopped", "error", "timeout"})
 
 
-class ChatMessage(TypedDict):
-    """One turn of the conversation handed to a source."""
+class ToolCallFunction(TypedDict):
+    """What a tool call asks for: the tool's ``name`` and its ``arguments``, a JSON text."""
+
+    name: str
+    arguments: str
+
+
+class ToolCallMessage(TypedDict):
+    """One tool call of an assistant turn, in OpenAI's shape."""
+
+    id: str
+    type: Literal["function"]
+    function: ToolCallFunction
+
+
+class ChatMessageExtras(TypedDict, total=False):
+    """Keys a :class:`ChatMessage` carries only where they apply (OpenAI's shape)."""
+
+    #: an assistant turn that called tools: its calls (``content`` may then be "")
+    tool_calls: list[ToolCallMessage]
+    #: a ``"tool"`` turn: the id of the call whose result ``content`` is
+    tool_call_id: str
+    #: a ``"tool"`` turn: the tool's name
+    name: str
+
+
+class ChatMessage(ChatMessageExtras):
+    """One turn of the conversation handed to a source: ``role`` is ``"system"``,
+    ``"user"``, ``"assistant"`` or ``"tool"`` (a tool's result)."""
 
     role: str
     content: str
+
+
+#: A tool as a source hands it to its model: OpenAI's function-tool JSON,
+#: ``{"type": "function", "function": {"name", "description", "parameters"}}``
+#: (``parameters`` a JSON Schema object).
+ToolSchema = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ToolCallDelta:
+    """A piece of a tool call as the model streams it: ``emit(ToolCallDelta(...))``.
+
+    ``index`` names the call within one reply (0, 1, ... for parallel calls).
+    The first piece of a call carries its ``id`` (as the server named it; a
+    source makes one up when the model gives none) and the tool's ``name``;
+    every piece may carry the next piece of its ``arguments``, JSON text that
+    is parsed once the call is complete. A reply that ends with calls ends
+    with ``finish_reason="tool_calls"``.
+    """
+
+    index: int
+    arguments: str = ""
+    id: str | None = None
+    name: str | None = None
 
 
 #: The types of part a message is made of (more may come: tool calls, ...).

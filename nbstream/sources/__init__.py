@@ -17,6 +17,8 @@ from .base import (
     Reasoning,
     Source,
     SourceError,
+    ToolCallDelta,
+    ToolSchema,
     report_loading,
 )
 from .iterator import IteratorSource
@@ -47,6 +49,8 @@ __all__ = [
     "SourceError",
     "ThinkSplitter",
     "ThinkTags",
+    "ToolCallDelta",
+    "ToolSchema",
     "TransformersSource",
     "record",
     "report_loading",

@@ -25,13 +25,13 @@ from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.loading import report_loading
-from ..core.pieces import Cancelled, ChatMessage, Outcome, Reasoning
+from ..core.pieces import Cancelled, ChatMessage, Outcome, Reasoning, ToolCallDelta, ToolSchema
 
 if TYPE_CHECKING:
     from ..generation import GenerationOptions
 
 __all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError",
-           "report_loading"]
+           "ToolCallDelta", "ToolSchema", "report_loading"]
 
 
 Emit = Callable[[str], None]
@@ -63,6 +63,10 @@ class Source(ABC):
 
     #: how many replies of this source's lane may run at once
     concurrency: int = 1
+
+    #: whether :meth:`generate_with` hands ``tools`` to the model, which may then call
+    #: them by emitting :class:`~nbstream.core.pieces.ToolCallDelta` pieces
+    supports_tools: ClassVar[bool] = False
 
     #: the :class:`~nbstream.generation.GenerationOptions` names this source takes
     #: per reply (in :meth:`generate_with`); none by default
@@ -118,16 +122,26 @@ class Source(ABC):
         emit: Emit,
         cancel: threading.Event,
         options: GenerationOptions,
+        tools: Sequence[ToolSchema] = (),
     ) -> Outcome | None:
         """:meth:`generate` with per-reply ``options`` (validated names among
-        :attr:`generation_options`) over the source's own settings.
+        :attr:`generation_options`) over the source's own settings, and the
+        ``tools`` the model may call (sources with :attr:`supports_tools`).
 
-        Sources that take options override this; the default has none to
-        apply and calls :meth:`generate`.
+        Sources that take options or tools override this; the default has none
+        to apply and calls :meth:`generate`.
         """
         if options:
             raise ValueError(f"{self.label} takes no generation options, got {sorted(options)}")
+        self.check_tools(tools)
         return self.generate(messages, emit, cancel)
+
+    def check_tools(self, tools: Sequence[ToolSchema]) -> None:
+        """Raise :class:`ValueError` when ``tools`` are given to a source that cannot
+        hand them to its model (:attr:`supports_tools` is False)."""
+        if tools and not self.supports_tools:
+            raise ValueError(f"{self.label} cannot call tools (its model is not given them); "
+                             f"got {len(tools)}")
 
     def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
         """The generation options a reply asked with ``options`` runs with, the

@@ -70,7 +70,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 
 from .._version import __version__
 from ..core.pieces import FinishReason, Outcome, Reasoning
-from .base import Cancelled, ChatMessage, Emit, Source, SourceError
+from .base import Cancelled, ChatMessage, Emit, Source, SourceError, ToolSchema
 from .think import ThinkSplitter, ThinkTags, splitting
 
 if TYPE_CHECKING:
@@ -247,7 +247,9 @@ class OpenAISource(Source):
         return self.generate_with(messages, emit, cancel, {})
 
     def generate_with(self, messages: Sequence[ChatMessage], emit: Emit,
-                      cancel: threading.Event, options: GenerationOptions) -> Outcome:
+                      cancel: threading.Event, options: GenerationOptions,
+                      tools: Sequence[ToolSchema] = ()) -> Outcome:
+        self.check_tools(tools)
         if cancel.is_set():
             raise Cancelled()
         loop = asyncio.new_event_loop()

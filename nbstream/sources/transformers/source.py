@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ... import extras
 from ...core.loading import report_loading
 from ...core.pieces import FinishReason, Outcome
-from ..base import ChatMessage, Emit, Source
+from ..base import ChatMessage, Emit, Source, ToolSchema
 from ..think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
 from . import devices, openmp
 from .detok import IncrementalDecoder
@@ -622,6 +622,7 @@ class TransformersSource(Source):
         emit: Emit,
         cancel: threading.Event,
         options: GenerationOptions,
+        tools: Sequence[ToolSchema] = (),
     ) -> Outcome:
         """Generate the reply on this thread, emitting pieces as tokens arrive.
 
@@ -631,6 +632,7 @@ class TransformersSource(Source):
         text emitted so far is kept; nothing is emitted after the stop).
         ``Cancelled`` raised by ``emit`` propagates.
         """
+        self.check_tools(tools)
         self.last_token_ids = []
         if cancel.is_set():
             return Outcome("cancelled")
