@@ -31,6 +31,7 @@ import {
 } from "./frame";
 import { browserIdle, type IdleScheduler } from "./highlight";
 import { type KeyModel, KeyReader } from "./keys";
+import { canDefer, hasUntilFound } from "./lazy";
 import {
   type ChatTraits,
   CURRENT_KEY,
@@ -59,6 +60,11 @@ export interface MountOptions {
   idle?: IdleScheduler | null;
   /** how assistant messages render ("full": the naive way, for benchmarks) */
   markdown?: MarkdownMode;
+  /**
+   * render finished messages as they come near (lazy.ts); by default where
+   * the browser can skip a placeholder's layout; false: all at once
+   */
+  lazy?: boolean;
 }
 
 /** The root element, with the counters that tests and benchmarks read. */
@@ -119,8 +125,20 @@ export function mountChat(
     edit: (id, prompt) => send({ kind: "edit", id, text: prompt }),
     setSystemPrompt: (text) => send({ kind: "system_prompt", text }),
   };
+  const lazy = options.lazy ?? canDefer(win);
   const viewOptions: ViewOptions = {
     idle,
+    lazy: !lazy
+      ? null
+      : {
+          scheduler,
+          untilFound: hasUntilFound(win),
+          now,
+          timer: {
+            set: (cb, ms) => win.setTimeout(cb, ms) as unknown as number,
+            clear: (h) => win.clearTimeout(h),
+          },
+        },
     markdown: options.markdown ?? "incremental",
     onChars: (delta) => {
       counters.chars += delta;

@@ -18,13 +18,15 @@ interface BenchOptions {
   markdown?: unknown;
   acks?: unknown;
   sized?: unknown;
+  /** "off": every answer renders at once (the previous way) */
+  lazy?: unknown;
   /** least ms between a view's ack rounds (an experiment; the default is ACK_GAP_MS) */
   ackGapMs?: unknown;
 }
 
 /**
  * Benchmarks compare with the previous ways by setting
- * `window.__nbstreamOptions = { markdown: "full", acks: "every-frame", sized: "at-once" }`
+ * `window.__nbstreamOptions = { markdown: "full", acks: "every-frame", sized: "at-once", lazy: "off" }`
  * before a view renders; `ackGapMs: 500` tries another gap between ack rounds.
  */
 function benchOptions(el: HTMLElement): BenchOptions | undefined {
@@ -41,7 +43,10 @@ const render: Render<ChatTraits> = ({ model, el }) => {
   if (opts?.sized === "at-once") {
     setSizedBatch(0);
   }
-  return mountChat(model, el, { markdown: opts?.markdown === "full" ? "full" : "incremental" });
+  return mountChat(model, el, {
+    markdown: opts?.markdown === "full" ? "full" : "incremental",
+    ...(opts?.lazy === "off" ? { lazy: false } : {}),
+  });
 };
 
 export default { initialize, render };

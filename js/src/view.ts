@@ -34,7 +34,7 @@
 import type { Siblings } from "./branches";
 import type { Changes, Entry, MessageChange } from "./buffer";
 import { Highlighter, type IdleScheduler } from "./highlight";
-import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
+import { type LazyDeps, type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { PaneInfo } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
 import { SystemPromptBar } from "./system";
@@ -79,6 +79,8 @@ export interface ViewOptions {
   markdown?: MarkdownMode;
   /** characters of message text shown, summed over the messages (for benchmarks) */
   onChars?: (delta: number) => void;
+  /** render finished answers as they come near (lazy.ts); null or absent: all at once */
+  lazy?: LazyDeps | null;
 }
 
 /** What the mount (chat.ts) drives, whatever the mode. */
@@ -220,6 +222,7 @@ export abstract class BaseView implements WidgetView {
       onChars: this.options.onChars,
       signal: this.listeners.signal,
       label,
+      lazy: this.options.lazy ?? null,
     });
     this.lists.push(list);
     return list;
