@@ -38,9 +38,10 @@ QUESTIONS = [
 _TOPICS = ["the cache", "the scheduler", "the parser", "the tokenizer", "the index",
            "the renderer", "the pipeline", "the database", "the request", "the model"]
 _VERBS = ["reads", "writes", "updates", "streams", "checks", "sorts", "merges", "splits"]
-_WORDS = ("the value of each step depends on what came before so we keep a running "
-          "total and compare it with the expected result before moving on to the "
-          "next item in the list which keeps memory bounded and the code simple").split()
+_WORDS = " ".join([
+    "the value of each step depends on what came before so we keep a running total",
+    "and compare it with the expected result before moving on to the next item in the",
+    "list which keeps memory bounded and the code simple"]).split(" ")
 
 
 def _sentence(rng: random.Random, n: int = 14) -> str:
@@ -170,7 +171,8 @@ def history(messages: int, seed: int = 0) -> list[dict[str, Any]]:
             q = rng.choice(QUESTIONS)
             out.append({"role": "user", "content": f"{q} (question {i // 2 + 1})"})
         else:
-            out.append({"role": "assistant", "content": f"{replies[i // 2]}\n\n*Answer {i // 2 + 1}.*"})
+            answer = f"{replies[i // 2]}\n\n*Answer {i // 2 + 1}.*"
+            out.append({"role": "assistant", "content": answer})
     return out
 
 

@@ -1,9 +1,13 @@
 // Builds the front end into ../nbstream/static/: widget.js (one ES module,
-// everything bundled) and widget.css, which the kernel sends once in its shared
-// runtime model (nbstream/runtime.py), and loader.js, the small `_esm` of every
-// widget that imports them from there (src/loader.ts). Fails when a bundle
-// would import anything at run time: nothing may come from a CDN or the
-// network. `node build.mjs --sizes` also prints widget.js's bytes by dependency
+// everything a view needs to show a chat) and widget.css, which the kernel
+// sends once in its shared runtime model (nbstream/widgets/runtime.py);
+// loader.js, the small `_esm` of every widget that imports them from there
+// (src/loader.ts); the chunks math.js (Temml) and highlight.js (highlight.js),
+// which the runtime model carries only once a message needs them
+// (src/chunks.ts); and standalone.js, widget.js with both chunks, for where
+// widgets carry the whole front end (marimo). Fails when a module would
+// import anything at run time: nothing may come from a CDN or the network.
+// `node build.mjs --sizes` also prints each output's bytes by dependency
 // (from esbuild's metafile).
 import { rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
@@ -36,6 +40,18 @@ const loader = await esbuild.build({
   format: "esm",
   platform: "browser",
 });
+/** One more self-contained ES module from src/<entry>.ts into static/<name>. */
+const module = (entry, name) =>
+  esbuild.build({
+    ...common,
+    entryPoints: [join(here, "src", `${entry}.ts`)],
+    outfile: join(outdir, name),
+    format: "esm",
+    platform: "browser",
+  });
+const math = await module("chunks/math", "math.js");
+const highlight = await module("chunks/highlight", "highlight.js");
+const standalone = await module("standalone", "standalone.js");
 await esbuild.build({
   ...common,
   entryPoints: [join(here, "src", "widget.css")],
@@ -43,10 +59,14 @@ await esbuild.build({
 });
 await rm(join(outdir, "widget.js.map"), { force: true });
 
-for (const [name, result] of [
+const outputs = [
   ["widget.js", js],
   ["loader.js", loader],
-]) {
+  ["math.js", math],
+  ["highlight.js", highlight],
+  ["standalone.js", standalone],
+];
+for (const [name, result] of outputs) {
   const external = Object.values(result.metafile.outputs).flatMap((o) =>
     o.imports.filter((i) => i.external).map((i) => i.path),
   );
@@ -70,7 +90,10 @@ export function sizesByDependency(metafile) {
 }
 
 if (process.argv.includes("--sizes")) {
-  for (const [dep, bytes] of sizesByDependency(js.metafile)) {
-    console.log(`${dep.padEnd(20)} ${(bytes / 1024).toFixed(1).padStart(7)} KB`);
+  for (const [name, result] of outputs) {
+    console.log(`${name}:`);
+    for (const [dep, bytes] of sizesByDependency(result.metafile)) {
+      console.log(`  ${dep.padEnd(20)} ${(bytes / 1024).toFixed(1).padStart(7)} KB`);
+    }
   }
 }

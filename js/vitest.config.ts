@@ -3,6 +3,8 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     include: ["tests/**/*.test.ts"],
+    // both chunks loaded, as on a page once they arrived (chunks.test.ts unloads them)
+    setupFiles: ["tests/setup.ts"],
     // DOM tests opt in with a `@vitest-environment jsdom` comment.
     environment: "node",
     // A hang guard, not a speed limit: the property tests (fast-check, jsdom) are

@@ -9,10 +9,12 @@ and as nbconvert HTML) is tests/test_browser_flow.py's saved-state test.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
 import pytest
+from _wait import wait_until
 
 import nbstream.widgets.runtime as rt_mod
 from nbstream import ChatWidget
@@ -92,6 +94,89 @@ def test_in_marimo_each_widget_carries_the_whole_front_end(monkeypatch: pytest.M
 
     monkeypatch.setitem(sys.modules, "marimo", FakeMarimo)
     assert rt_mod.standalone()
-    assert rt_mod.widget_esm() == (STATIC / "widget.js").read_text()
+    # the whole front end, the math and highlighting chunks included (standalone.ts)
+    assert rt_mod.widget_esm() == (STATIC / "standalone.js").read_text()
     assert rt_mod.widget_css() == (STATIC / "widget.css").read_text()
     assert rt_mod.widget_runtime_ref() == ""
+
+
+# ------------------------------------------------------------------ chunks
+@pytest.mark.parametrize(("text", "chunks"), [
+    ("Plain **text**, a list:\n\n- a\n- b\n", set()),
+    ("It costs $5 and $10, or $6.", set()),
+    ("Euler: $e^{i\\pi} + 1 = 0$.", {"math"}),
+    ("Display:\n\n$$\\int_0^1 x\\,dx$$\n", {"math"}),
+    ("Also \\(a^2\\) and \\[b\\].", {"math"}),
+    ("```python\nprint(1)\n```\n", {"highlight"}),
+    ("~~~ rust\nfn main() {}\n~~~\n", {"highlight"}),
+    ("```\nno language\n```\n\n    indented code\n", set()),
+    ("Both: $x$\n\n```js\nf()\n```", {"math", "highlight"}),
+])
+def test_the_chunks_a_text_needs(text: str, chunks: set[str]) -> None:
+    assert rt_mod.needed_chunks(text) == chunks
+
+
+@needs_bundle
+@pytest.mark.parametrize(("reply", "expected"), [
+    ("Just text, **bold**, a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", []),
+    ("A formula: $\\frac{a}{b}$, and more.", ["math"]),
+    ("Code:\n\n```python\nx = 1\n```\n", ["highlight"]),
+])
+def test_the_runtime_carries_a_chunk_only_once_a_reply_needs_it(
+        reply: str, expected: list[str]) -> None:
+    rt = shared_runtime()
+    rt.close()  # a fresh runtime: no chunk sent yet
+    chat = ChatWidget(ScriptedSource(reply, rate=100_000))
+    try:
+        rt = shared_runtime()
+        assert rt.chunks == {}
+        chat.send("go").wait(30)
+        for name in expected:  # the pump sends the chunk with the delta that needs it
+            wait_until(lambda name=name: name in rt.chunks, timeout=10,
+                       message=f"the {name} chunk was not sent")
+        assert sorted(rt.chunks) == expected
+        for name in expected:
+            assert rt.chunks[name] == (STATIC / f"{name}.js").read_text()
+    finally:
+        chat.close()
+
+
+@needs_bundle
+def test_a_loaded_history_sends_its_chunks_and_a_view_may_ask() -> None:
+    shared_runtime().close()
+    chat = ChatWidget(ScriptedSource("x"), messages=[
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": "$$x^2$$"}])
+    try:
+        rt = shared_runtime()
+        wait_until(lambda: "math" in rt.chunks, timeout=10, message="the math chunk was not sent")
+        assert "highlight" not in rt.chunks
+        # a view that meets a code block asks; an unknown chunk or a wrong shape is ignored
+        rt._on_view_msg(rt, {"kind": "chunk", "name": "nope"}, [])
+        rt._on_view_msg(rt, ["chunk"], [])
+        assert "highlight" not in rt.chunks
+        rt._on_view_msg(rt, {"kind": "chunk", "name": "highlight"}, [])
+        assert rt.chunks["highlight"] == (STATIC / "highlight.js").read_text()
+        with pytest.raises(ValueError, match="unknown chunk"):
+            rt.provide("nope")
+        assert rt.provide("math") is False  # sent once
+    finally:
+        chat.close()
+
+
+@needs_bundle
+def test_a_saved_notebook_with_one_plain_chat_is_light_and_holds_no_chunk() -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import saved_notebook as sn
+
+    def runtime_states(nb: dict[str, object]) -> list[dict[str, object]]:
+        state = nb["metadata"]["widgets"][sn.WIDGET_STATE]["state"]  # type: ignore[index]
+        return [m["state"] for m in state.values() if "bundle" in m["state"]]
+
+    plain = sn.execute(sn.cells("nbstream", 1))
+    assert sn.measure(plain)["file_bytes"] <= 250 * 1024
+    assert [rt["chunks"] for rt in runtime_states(plain)] == [{}]
+    rich = sn.execute(sn.cells("nbstream", 2, sn.REPLY_RICH))
+    runtimes = runtime_states(rich)
+    assert len(runtimes) == 1 and sorted(runtimes[0]["chunks"]) == ["highlight", "math"]  # type: ignore[arg-type]
+    assert runtimes[0]["chunks"] == {  # type: ignore[comparison-overlap]
+        name: (STATIC / f"{name}.js").read_text() for name in ("math", "highlight")}

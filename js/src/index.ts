@@ -1,12 +1,14 @@
 /**
  * The anywidget front-end module of every nbstream widget (ChatWidget,
  * StreamView, Compare; the `mode` trait picks the layout): `initialize` and
- * `render` only. Each rendered view keeps its own conversation buffer (its own
+ * `render`, and `chunks`, through which the loader provides the heavy
+ * renderers on demand (chunks.ts). Each rendered view keeps its own conversation buffer (its own
  * sequence numbers), so there is no model-level state to set up; see chat.ts
  * for the wiring of one view.
  */
 import type { Initialize, Render } from "@anywidget/types";
 import { mountChat } from "./chat";
+import { addRuntime, loadedChunks, type RuntimeModel } from "./chunks";
 import { setDefaultAckGap } from "./frame";
 import type { ChatTraits } from "./protocol";
 import { setSizedBatch } from "./sized";
@@ -49,4 +51,13 @@ const render: Render<ChatTraits> = ({ model, el }) => {
   });
 };
 
-export default { initialize, render };
+/**
+ * The chunks (chunks.ts): the loader (loader.ts) hands over each view's
+ * runtime model, which they come from.
+ */
+const chunks = {
+  addRuntime: (runtime: unknown) => addRuntime(runtime as RuntimeModel),
+  loaded: loadedChunks,
+};
+
+export default { initialize, render, chunks };

@@ -31,10 +31,12 @@
  */
 import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
+import { onChunk } from "./chunks";
 import type { FrameScheduler, Timer } from "./frame";
 import type { Highlighter } from "./highlight";
 import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { ATTACH_CHUNK, ATTACH_FIRST, LazyRenderer } from "./lazy";
+import { mathMisses } from "./math";
 import { FINAL_STATUSES } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
@@ -155,6 +157,9 @@ export class MessageList {
    */
   private waiting = 0;
   private readonly waitingEntries = new Map<string, Readonly<Entry> | null>();
+  /** messages rendered while the math chunk was not there: rendered again when it comes */
+  private readonly mathWaiting = new Set<MessageNode>();
+  private unwaitMath: (() => void) | null = null;
 
   constructor(
     doc: Document,
@@ -428,6 +433,45 @@ export class MessageList {
 
   /** The message's text and reasoning, from `e` and what changed. */
   private renderText(
+    node: MessageNode,
+    e: Readonly<Entry>,
+    replaced: boolean,
+    appended: string,
+    reasoningAppended: string,
+    final: boolean,
+    now: number,
+  ): void {
+    const misses = mathMisses();
+    this.renderTextAndReasoning(node, e, replaced, appended, reasoningAppended, final, now);
+    if (mathMisses() !== misses) {
+      this.waitForMath(node);
+    }
+  }
+
+  /** Renders `node` again, whole, once the math chunk is there (chunks.ts). */
+  private waitForMath(node: MessageNode): void {
+    this.mathWaiting.add(node);
+    if (this.unwaitMath !== null) {
+      return;
+    }
+    this.unwaitMath = onChunk("math", () => {
+      this.unwaitMath?.();
+      this.unwaitMath = null;
+      const now = this.options.lazy?.now() ?? 0;
+      const waiting = [...this.mathWaiting];
+      this.mathWaiting.clear();
+      for (const n of waiting) {
+        const e = n.entry;
+        if (e !== null && this.nodes.get(e.id) === n && !this.lazy?.isDeferred(n.el)) {
+          this.renderText(n, e, true, "", "", FINAL_STATUSES.has(e.status), now);
+        }
+      }
+      this.settle();
+    });
+    this.options.signal.addEventListener("abort", () => this.unwaitMath?.(), { once: true });
+  }
+
+  private renderTextAndReasoning(
     node: MessageNode,
     e: Readonly<Entry>,
     replaced: boolean,

@@ -170,9 +170,9 @@ describe("estimateHeight", () => {
     const prose = estimateHeight("word ".repeat(200), w);
     expect(estimateHeight("word ".repeat(400), w)).toBeGreaterThan(prose);
     expect(estimateHeight("# Title\n\ntext", w)).toBeGreaterThan(estimateHeight("text", w));
-    const code = "```python\n" + "x = 1\n".repeat(20) + "```";
+    const code = `\`\`\`python\n${"x = 1\n".repeat(20)}\`\`\``;
     expect(estimateHeight(code, w)).toBeGreaterThanOrEqual(20 * 17);
-    const table = "| a | b |\n|---|---|\n" + "| 1 | 2 |\n".repeat(10);
+    const table = `| a | b |\n|---|---|\n${"| 1 | 2 |\n".repeat(10)}`;
     expect(estimateHeight(table, w)).toBeGreaterThanOrEqual(11 * 27);
     // a narrower list wraps prose into more lines
     expect(estimateHeight("word ".repeat(200), 300)).toBeGreaterThan(prose);

@@ -66,7 +66,7 @@ from .protocol import (
     delta_key,
 )
 from .reply import Reply, run_reply
-from .runtime import widget_css, widget_esm, widget_runtime_ref
+from .runtime import note_bodies, widget_css, widget_esm, widget_runtime_ref
 
 log = logging.getLogger("nbstream")
 
@@ -472,8 +472,10 @@ class StreamingWidget(anywidget.AnyWidget):
             state[key] = value
             sizes[owner] = sizes.get(owner, 0) + len(key) + 6 + _json_size(value)
 
+        bodies: list[DeltaBody] = []
         for d in out.deltas:
-            put(d.id, delta_key(d.id, d.seq), wire_body(d.body))
+            bodies.append(wire_body(d.body))
+            put(d.id, delta_key(d.id, d.seq), bodies[-1])
         with self._lock:  # only the entries this step names: nothing grows with the history
             named = set(out.resend) | out.changed | {d.id for d in out.deltas}
             known = {i: wire.known[i] for i in named if i in wire.known}
@@ -481,7 +483,10 @@ class StreamingWidget(anywidget.AnyWidget):
             entry = known.get(mid)
             if isinstance(entry, Reply):
                 for d in entry.stream.sent_deltas(have):
-                    put(mid, delta_key(mid, d.seq), wire_body(d.body))
+                    bodies.append(wire_body(d.body))
+                    put(mid, delta_key(mid, d.seq), bodies[-1])
+        # the math and highlighting chunks this text needs go first (runtime.py)
+        note_bodies(bodies)
         for mid in sorted(out.changed, key=lambda i: int(i[1:])):
             entry = known.get(mid)
             if entry is not None:

@@ -1,0 +1,142 @@
+// @vitest-environment jsdom
+// The heavy renderers load on first use (chunks.ts): a chat with no math and no
+// code asks for no chunk; the first formula asks for the math chunk and shows
+// its source, dimmed, until the chunk arrives, then every message that showed
+// one renders again (a finished one and one still streaming); the first closed
+// code block that names a language asks for the highlighting chunk and is
+// highlighted once it is there; a block with no language asks for nothing.
+// The host is a fake that records requests; the tests provide the chunks.
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { mountChat } from "../src/chat";
+import {
+  type ChunkName,
+  chunk,
+  hasChunk,
+  provideChunk,
+  resetChunks,
+  setChunkHost,
+} from "../src/chunks";
+import * as highlight from "../src/chunks/highlight";
+import * as math from "../src/chunks/math";
+import type { IdleDeadline, IdleScheduler } from "../src/highlight";
+import { FakeFrames, FakeModel, message } from "./fakes";
+
+class ManualIdle implements IdleScheduler {
+  private next = 1;
+  readonly pending = new Map<number, (d: IdleDeadline) => void>();
+  request(cb: (d: IdleDeadline) => void): number {
+    const h = this.next++;
+    this.pending.set(h, cb);
+    return h;
+  }
+  cancel(h: number): void {
+    this.pending.delete(h);
+  }
+  run(): void {
+    const due = [...this.pending.values()];
+    this.pending.clear();
+    for (const cb of due) {
+      cb({ timeRemaining: () => 50 });
+    }
+  }
+}
+
+let requests: ChunkName[] = [];
+const cleanups: (() => void)[] = [];
+
+beforeEach(() => {
+  resetChunks();
+  requests = [];
+  setChunkHost({ request: (name) => requests.push(name) });
+});
+
+afterEach(() => {
+  for (const c of cleanups.splice(0)) {
+    c();
+  }
+  // leave the next file's tests as setup.ts left them
+  provideChunk("math", math);
+  provideChunk("highlight", highlight);
+});
+
+function chatWith(text: string, status: "done" | "running" = "done") {
+  const model = new FakeModel({
+    mode: "chat",
+    conversation: [message("a1", { text, status, seq: 1 })],
+  });
+  const el = document.createElement("div");
+  document.body.append(el);
+  const frames = new FakeFrames();
+  const idle = new ManualIdle();
+  cleanups.push(mountChat(model, el, { scheduler: frames, now: () => 0, idle, lazy: false }));
+  cleanups.push(() => el.remove());
+  return { model, el, frames, idle };
+}
+
+describe("chunks", () => {
+  it("a chat with no math and no code asks for no chunk", () => {
+    const { el, idle } = chatWith(
+      "## Plain\n\nJust **text**, a list:\n\n- one\n- two\n\n| a | b |\n|---|---|\n| 1 | 2 |\n",
+    );
+    idle.run();
+    expect(el.querySelector(".nbs-md h2")?.textContent).toBe("Plain");
+    expect(requests).toEqual([]);
+    expect(hasChunk("math") || hasChunk("highlight")).toBe(false);
+  });
+
+  it("the first formula asks for the math chunk once, shows its source until it comes, then renders", () => {
+    const { el } = chatWith("Inline $a_{31}^2$ and display:\n\n$$\\frac{b_{31}}{c}$$\n");
+    expect(requests).toEqual(["math"]);
+    const md = el.querySelector(".nbs-md") as HTMLElement;
+    expect(md.querySelector("math")).toBeNull();
+    const pending = [...md.querySelectorAll(".nbs-math-pending")].map((e) => e.textContent);
+    expect(pending).toEqual(["$a_{31}^2$", "$$\\frac{b_{31}}{c}$$"]);
+    expect(md.querySelector(".nbs-math-source")).toBeNull(); // never shown as a failed formula
+    provideChunk("math", math);
+    const after = el.querySelector(".nbs-md") as HTMLElement;
+    expect(after.querySelectorAll("math").length).toBe(2);
+    expect(after.querySelector("mfrac")).not.toBeNull();
+    expect(after.querySelector(".nbs-math-pending")).toBeNull();
+    expect(requests).toEqual(["math"]);
+  });
+
+  it("a reply streaming when the math chunk arrives renders again and streams on", () => {
+    const { model, el, frames } = chatWith("Growing $x_{32}+1$ then", "running");
+    expect(el.querySelector(".nbs-md .nbs-math-pending")?.textContent).toBe("$x_{32}+1$");
+    provideChunk("math", math);
+    expect(el.querySelector(".nbs-md math")).not.toBeNull();
+    model.delta("a1", 2, " more text");
+    frames.frame();
+    const text = el.querySelector(".nbs-md")?.textContent ?? "";
+    expect(text).toContain("then more text");
+    expect(el.querySelectorAll(".nbs-md math").length).toBe(1);
+  });
+
+  it("a closed code block naming a language asks for the highlighting chunk and waits for it", () => {
+    const { el, idle } = chatWith(
+      "Code:\n\n```python\ndef f(x):\n    return x\n```\n\n```\nno language\n```\n",
+    );
+    expect(requests).toEqual(["highlight"]);
+    idle.run();
+    expect(el.querySelector("code.hljs")).toBeNull(); // not before the chunk
+    provideChunk("highlight", highlight);
+    idle.run();
+    const code = el.querySelector("code.language-python") as HTMLElement;
+    expect(code.classList.contains("hljs")).toBe(true);
+    expect(code.querySelector(".hljs-keyword")?.textContent).toBe("def");
+    expect(el.querySelectorAll("code.hljs").length).toBe(1); // the unnamed block stays plain
+  });
+
+  it("a code block with no language asks for nothing", () => {
+    chatWith("```\nplain block\n```\n\n    indented code\n");
+    expect(requests).toEqual([]);
+  });
+
+  it("a chunk asked for before its host is set is asked for once the host is there", () => {
+    resetChunks();
+    expect(chunk("math")).toBeNull();
+    const later: ChunkName[] = [];
+    setChunkHost({ request: (name) => later.push(name) });
+    expect(later).toEqual(["math"]);
+  });
+});
