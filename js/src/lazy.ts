@@ -178,6 +178,8 @@ export class LazyRenderer {
   private disposed = false;
   /** the list's width for estimates, as last seen in a frame (never read while painting) */
   private width = 700;
+  /** sees search marks come into placeholders and go (null: no MutationObserver) */
+  private readonly marks: MutationObserver | null;
   readonly counters: LazyCounters = { deferred: 0, tail: 0, near: 0, frames: 0 };
 
   constructor(private readonly options: LazyOptions) {
@@ -186,6 +188,26 @@ export class LazyRenderer {
     // find-in-page shows a placeholder's source and scrolls to it (rendered then)
     options.root.addEventListener("beforematch", () => this.look(), opts);
     options.signal.addEventListener("abort", () => this.dispose(), { once: true });
+    const Observer = options.root.ownerDocument.defaultView?.MutationObserver;
+    this.marks = Observer === undefined ? null : new Observer((records) => this.onMarks(records));
+  }
+
+  /** A search put marks into placeholders (show their source) or took them out (render). */
+  private onMarks(records: MutationRecord[]): void {
+    let changed = false;
+    for (const r of records) {
+      const el = (r.target as Element).parentElement as HTMLElement | null;
+      if (el === null || this.deferred.get(el) !== r.target) {
+        continue; // rendered since
+      }
+      changed = true;
+      if ((r.target as Element).querySelector("mark") !== null) {
+        (r.target as Element).removeAttribute("hidden");
+      }
+    }
+    if (changed) {
+      this.look();
+    }
   }
 
   /** Whether the message element `el` is deferred. */
@@ -212,6 +234,9 @@ export class LazyRenderer {
     textEl.style.setProperty("contain-intrinsic-size", `auto ${height}px`);
     if (this.options.untilFound) {
       textEl.setAttribute("hidden", "until-found");
+    }
+    if (!this.deferred.has(el)) {
+      this.marks?.observe(textEl, { childList: true });
     }
     this.deferred.set(el, textEl);
     this.look();
@@ -297,6 +322,7 @@ export class LazyRenderer {
   /** Stops; nothing is rendered any more. */
   dispose(): void {
     this.disposed = true;
+    this.marks?.disconnect();
     if (this.frame !== null) {
       this.options.scheduler.cancel(this.frame);
       this.frame = null;

@@ -269,10 +269,11 @@ export class MessageList {
 
   /**
    * Makes the list's children match `order`, creating and removing nodes.
-   * With lazy rendering, a long history arriving at once goes into the DOM
-   * from its end: the last {@link ATTACH_FIRST} now, the rest a chunk per
-   * frame above them ({@link attachChunk}); their nodes exist (and are
-   * painted) meanwhile.
+   * With lazy rendering, a long history arriving at once (more than
+   * {@link ATTACH_FIRST} new messages, while the list follows its bottom)
+   * goes into the DOM from its end: the last {@link ATTACH_FIRST} now, the
+   * rest a chunk per frame above them ({@link attachChunk}); their entries
+   * wait meanwhile (painted when their node is made).
    */
   reconcile(order: readonly string[]): void {
     const keep = new Set(order);
@@ -288,11 +289,19 @@ export class MessageList {
     const firstIn = this.waiting > 0 ? this.order[this.waiting] : undefined;
     let waiting = 0;
     if (this.lazy !== null) {
-      if (this.list.firstElementChild === null && order.length > ATTACH_FIRST) {
-        waiting = order.length - ATTACH_FIRST; // a history shown at once: its end first
-      } else if (firstIn !== undefined) {
+      let added = 0;
+      for (const id of order) {
+        if (!this.nodes.has(id) && !this.waitingEntries.has(id)) {
+          added++;
+        }
+      }
+      if (firstIn !== undefined) {
         // still attaching: the messages above the first one in the DOM keep waiting
         waiting = Math.max(0, order.indexOf(firstIn));
+      }
+      if (added > ATTACH_FIRST && this.scroll.isFollowing) {
+        // a history arriving at once (even after a first message): its end first
+        waiting = Math.max(waiting, order.length - ATTACH_FIRST);
       }
     }
     const waitingBefore = this.waitingEntries;

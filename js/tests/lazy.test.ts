@@ -364,6 +364,32 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     expect(first.dataset.status).toBe("done");
   });
 
+  it("a history that comes after its first message still enters from its end", () => {
+    const n = 300;
+    const { state } = history(n);
+    const first = Object.fromEntries(
+      Object.entries(state).filter(([k]) => k === "m1" || !/^m\d/.test(k)),
+    );
+    const model = new FakeModel({ mode: "chat", ...(first as object), last_id: 1, current: "m1" });
+    const el = document.createElement("div");
+    const frames = new FakeFrames();
+    cleanups.push(
+      mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }),
+    );
+    const list = el.querySelector(".nbs-messages") as HTMLElement;
+    expect(list.children.length).toBe(1);
+    model.update(state); // the rest of the history, in one update
+    frames.frame();
+    expect(list.children.length).toBe(ATTACH_FIRST);
+    expect((list.firstElementChild as HTMLElement).dataset.id).toBe(`m${n - ATTACH_FIRST + 1}`);
+    while (frames.pending > 0) {
+      frames.frame();
+    }
+    expect([...list.children].map((c) => (c as HTMLElement).dataset.id)).toEqual(
+      Array.from({ length: n }, (_, i) => `m${i + 1}`),
+    );
+  });
+
   it("copies all of it, placeholders and messages not yet in the DOM included", async () => {
     const n = 300;
     const { el, entries } = mount(n);

@@ -373,16 +373,17 @@ class StreamingWidget(anywidget.AnyWidget):
             if messages:
                 self._wire.current = self._branches.show(
                     new_id[current] if current is not None else added[-1].id)
-        for e in added:  # a reply's deltas go with its meta (as a resync from seq 0 does)
-            if isinstance(e, Reply):
-                self._pump.resync(self._channel, e.id, 0)
-            else:
-                self._pump.publish(self._channel, [e.id])
+        # in one update (a view never shows the first of them alone); a reply's deltas
+        # go with its meta, as a resync from seq 0 does
+        self._pump.send_whole(self._channel, [e.id for e in added if isinstance(e, Reply)],
+                              [e.id for e in added if not isinstance(e, Reply)])
         return added
 
     def _history_changed(self) -> None:
         """Entries left the history (Clear, Regenerate): tell the view (any thread)."""
         with self._lock:
+            if len(self._all) == len(self._wire.known):
+                return  # nothing left (every entry added is in both): a turn costs no scan
             present = {e.id for e in self._all}
             gone = [i for i in self._wire.known if i not in present]
             for i in gone:
