@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -96,7 +95,7 @@ def test_math_and_code_load_on_demand_offline_and_from_a_saved_notebook(
         capture_output=True, text=True, timeout=120, env={**os.environ, **OFFLINE_ENV},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    assert re.search(WIDGET_STATE, html.read_text())
+    assert WIDGET_STATE in html.read_text()
     if not (BROWSER_DIR / "node_modules" / "@jupyter-widgets" / "html-manager").is_dir():
         pytest.fail("tests/browser/node_modules lacks @jupyter-widgets/html-manager: "
                     "run `npm ci` in tests/browser")
