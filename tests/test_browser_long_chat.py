@@ -28,7 +28,7 @@ from nbstream import ChatWidget
 from nbstream.sources import ScriptedSource
 
 sys.path.insert(0, str(REPO / "benchmarks"))
-from _history import history  # noqa: E402
+from _history import history
 
 pytestmark = pytest.mark.browser
 

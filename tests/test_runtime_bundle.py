@@ -9,7 +9,6 @@ and as nbconvert HTML) is tests/test_browser_flow.py's saved-state test.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 

@@ -59,8 +59,15 @@ interface Tracked extends Entry {
   replaced: boolean;
   /** role, status, error, detail, stats or pane changed since the last take */
   meta: boolean;
-  /** a delta was applied since the last take (an ack is due) */
+  /** a delta was applied since the last take (an ack is due, if it was ever live) */
   delta: boolean;
+  /**
+   * the view saw this message queued, loading or running: its deltas are acked.
+   * A message final when first seen (a loaded history, a finished reply) is not:
+   * the kernel no longer streams it, and a thousand acks would cost it a
+   * thousand busy and idle statuses for nothing.
+   */
+  wasLive: boolean;
   /** highest seq dropped since the resync reported for this message; null: none outstanding */
   gapUntil: number | null;
   /** when the outstanding resync was reported (the `now` given to applyDelta) */
@@ -188,6 +195,7 @@ export class Conversation {
           replaced: true,
           meta: true,
           delta: false,
+          wasLive: !FINAL_STATUSES.has(s.status),
           gapUntil: null,
           gapAt: 0,
         });
@@ -243,6 +251,9 @@ export class Conversation {
   ): void {
     const error = s.error ?? null;
     const detail = s.detail ?? null;
+    if (!FINAL_STATUSES.has(s.status)) {
+      e.wasLive = true;
+    }
     if (
       e.role !== s.role ||
       e.status !== s.status ||
@@ -311,6 +322,7 @@ export class Conversation {
         replaced: true,
         meta: true,
         delta: false,
+        wasLive: false,
         gapUntil: null,
         gapAt: 0,
       };
@@ -449,7 +461,7 @@ export class Conversation {
           meta: e.meta,
         });
       }
-      if (e.delta) {
+      if (e.delta && e.wasLive) {
         acks.push({ id: e.id, seq: e.seq });
       }
       e.appended = [];

@@ -403,6 +403,22 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     expect(seen).toEqual([conversationMarkdown(entries)]);
   });
 
+  it("opening a history sends the kernel no ack (its messages were never live here)", () => {
+    // a history that arrives after the view rendered, as from a kernel's update
+    const model = new FakeModel({ mode: "chat", last_id: 0, live: {}, removed: 0 });
+    const el = document.createElement("div");
+    const frames = new FakeFrames();
+    cleanups.push(
+      mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }),
+    );
+    model.update(history(200).state);
+    while (frames.pending > 0) {
+      frames.frame();
+    }
+    expect(el.querySelectorAll(".nbs-message").length).toBe(200);
+    expect(model.drain("ack")).toEqual([]);
+  });
+
   it("a new question and its answer stream at the end as in a fresh chat", () => {
     const n = 200;
     const { model, list, frames } = mount(n);
@@ -438,6 +454,8 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const question = live.previousElementSibling as HTMLElement;
     expect(question.querySelector(".nbs-text")?.textContent).toBe("More?");
     expect(question.classList.contains(DEFERRED_CLASS)).toBe(false);
+    // the live answer is acked (the kernel paces its stream by the view), the history never
+    expect(model.drain("ack").map((a) => a.id)).toEqual([`m${n + 2}`]);
   });
 
   it("without lazy rendering (the previous way) renders everything at once", () => {

@@ -23,6 +23,9 @@
 // mode "incremental" is the widget as shipped; "full" re-renders the whole
 // answer each frame (window.__nbstreamOptions, set before the page loads).
 // params: { notebook, timeline, mode, prompt, timeout_ms = 180000,
+//           settle_count, settle_ms: a chat opened with a history of settle_count
+//           messages is left to settle for settle_ms before the stream,
+//           lazy: "off" renders every message when shown (the previous way),
 //           trace: a file for a Chrome performance trace of the stream (optional),
 //           ack_gap_ms: another least gap between ack rounds (an experiment) }
 import { counters, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
@@ -79,8 +82,9 @@ async function readTimeline(notebookDir, name) {
 
 await scenario(async ({ browser, page, params, log }) => {
   const mode = params.mode ?? 'incremental';
-  await page.addInitScript(([m, gap]) => {
+  await page.addInitScript(([m, gap, lazy]) => {
     window.__nbstreamOptions = gap == null ? { markdown: m } : { markdown: m, ackGapMs: gap };
+    if (lazy === 'off') window.__nbstreamOptions.lazy = 'off';
     // arrival time of each delta message (wall clock, ms), before JupyterLab handles it
     window.__nbsReceived = [];
     const Orig = window.WebSocket;
@@ -100,10 +104,15 @@ await scenario(async ({ browser, page, params, log }) => {
         });
       }
     };
-  }, [mode, params.ack_gap_ms ?? null]);
+  }, [mode, params.ack_gap_ms ?? null, params.lazy ?? null]);
   await openNotebook(page, params.notebook);
   await runCell(page, 0);
   await waitForChat(page);
+  // a chat opened with a history (benchmarks/browser_long_chat.py): let it settle first
+  if (params.settle_count) {
+    await page.waitForFunction((n) => document.querySelectorAll('.nbs-chat .nbs-message').length >= n, params.settle_count, { timeout: 300_000, polling: 200 });
+    await page.waitForTimeout(params.settle_ms ?? 3000);
+  }
   await page.evaluate(startRecorder);
 
   const prompt = params.prompt ?? 'Write a long answer';
@@ -126,7 +135,8 @@ await scenario(async ({ browser, page, params, log }) => {
   log(`${mode}: ${tl.offsets_ms.length} pieces, status ${status}, ${rec.batches.length} DOM updates`);
 
   // the stream, as the page saw it: from the first text to the final state
-  const base = prompt.length; // characters of the user's message, shown before the reply
+  // characters shown before the reply: any history, and the user's message
+  const base = rec.counters0.chars + prompt.length;
   const updates = rec.batches.filter((b) => b.t >= tSend);
   const firstText = updates.find((b) => b.chars > base);
   const from = firstText ? firstText.t : tSend;
