@@ -53,13 +53,13 @@
 import type { FrameScheduler, Timer } from "./frame";
 
 /** Text rendered at once at the end of a list that follows its bottom (characters). */
-export const TAIL_CHARS = 2500;
+export const TAIL_CHARS = 2000;
 /**
  * Messages a list puts in the DOM at once when many arrive together (a chat
  * opened with its history): the last ones; the older ones follow,
  * {@link ATTACH_CHUNK} a frame, above them.
  */
-export const ATTACH_FIRST = 30;
+export const ATTACH_FIRST = 20;
 /** Older messages added above, per frame, after the first {@link ATTACH_FIRST}. */
 export const ATTACH_CHUNK = 100;
 /** Most time spent rendering placeholders in one animation frame (ms; one message at least). */
