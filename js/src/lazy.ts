@@ -184,7 +184,11 @@ export class LazyRenderer {
 
   constructor(private readonly options: LazyOptions) {
     const opts = { passive: true, signal: options.signal };
-    options.root.addEventListener("scroll", () => this.look(), opts);
+    // A list that follows its bottom scrolls every frame while an answer streams: its
+    // end is rendered (renderTail), so there is nothing to look for, and looking would
+    // lay the page out once more per frame. The reader's own scroll up stops the
+    // following first (scroll.ts listens before this).
+    options.root.addEventListener("scroll", () => this.options.host.following() || this.look(), opts);
     // find-in-page shows a placeholder's source and scrolls to it (rendered then)
     options.root.addEventListener("beforematch", () => this.look(), opts);
     options.signal.addEventListener("abort", () => this.dispose(), { once: true });

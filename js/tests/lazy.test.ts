@@ -237,6 +237,13 @@ describe("LazyRenderer", () => {
     expect(lazy.counters.near).toBe(rendered.length);
   });
 
+  it("a list that follows its bottom looks for nothing when it scrolls (an answer streaming)", () => {
+    const { frames, g, rendered } = bareList(60);
+    g.scroll(5600); // the view's own scroll to the bottom, while following
+    expect(frames.pending).toBe(0);
+    expect(rendered).toEqual([]);
+  });
+
   it("keeps the reader's place when a placeholder above the view renders taller", () => {
     const { rendered, frames, g, shifts, setFollowing } = bareList(60);
     setFollowing(false);
