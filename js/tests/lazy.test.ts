@@ -239,9 +239,13 @@ describe("LazyRenderer", () => {
 
   it("a list that follows its bottom looks for nothing when it scrolls (an answer streaming)", () => {
     const { frames, g, rendered } = bareList(60);
+    while (frames.pending > 0) {
+      frames.frame(); // (the placeholders asked for a look when they were made)
+    }
+    const before = rendered.length;
     g.scroll(5600); // the view's own scroll to the bottom, while following
     expect(frames.pending).toBe(0);
-    expect(rendered).toEqual([]);
+    expect(rendered.length).toBe(before);
   });
 
   it("keeps the reader's place when a placeholder above the view renders taller", () => {
