@@ -188,7 +188,11 @@ export class LazyRenderer {
     // end is rendered (renderTail), so there is nothing to look for, and looking would
     // lay the page out once more per frame. The reader's own scroll up stops the
     // following first (scroll.ts listens before this).
-    options.root.addEventListener("scroll", () => this.options.host.following() || this.look(), opts);
+    options.root.addEventListener(
+      "scroll",
+      () => this.options.host.following() || this.look(),
+      opts,
+    );
     // find-in-page shows a placeholder's source and scrolls to it (rendered then)
     options.root.addEventListener("beforematch", () => this.look(), opts);
     options.signal.addEventListener("abort", () => this.dispose(), { once: true });
