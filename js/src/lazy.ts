@@ -22,9 +22,9 @@
  *   {@link TAIL_CHARS} of text fill the view: the first paint shows the end.
  * - **A long history into the DOM from its end.** When many messages arrive
  *   at once, the list puts the last {@link ATTACH_FIRST} in the DOM, then
- *   the older ones above them, {@link ATTACH_CHUNK} a frame
- *   ({@link LazyHost.attach}), so the task that shows a chat does not grow
- *   with its history.
+ *   the older ones above them, {@link ATTACH_CHUNK} at a time within a
+ *   frame's budget ({@link LazyHost.attach}), so the task that shows a chat
+ *   does not grow with its history.
  * - **What comes near, a batch per frame.** After a scroll (and after new
  *   placeholders or messages came in), a frame finds the messages within one
  *   view height above and below the view (a binary search over their
@@ -60,8 +60,11 @@ export const TAIL_CHARS = 2000;
  * {@link ATTACH_CHUNK} a frame, above them.
  */
 export const ATTACH_FIRST = 20;
-/** Older messages added above, per frame, after the first {@link ATTACH_FIRST}. */
-export const ATTACH_CHUNK = 100;
+/**
+ * Older messages added above at a time, after the first {@link ATTACH_FIRST}:
+ * as many chunks a frame as {@link FRAME_BUDGET_MS} allows (one at least).
+ */
+export const ATTACH_CHUNK = 25;
 /** Most time spent rendering placeholders in one animation frame (ms; one message at least). */
 export const FRAME_BUDGET_MS = 8;
 /** A placeholder holding a search match is tried again after this long (ms). */
@@ -420,7 +423,11 @@ export class LazyRenderer {
     const { host, now, root } = this.options;
     if (this.attaching) {
       const before = host.following() ? 0 : root.scrollHeight;
-      this.attaching = host.attach();
+      const budget = this.options.budgetMs ?? FRAME_BUDGET_MS;
+      const start = now();
+      do {
+        this.attaching = host.attach();
+      } while (this.attaching && now() - start < budget);
       this.looking = this.deferred.size > 0;
       if (host.following()) {
         host.settled();

@@ -20,7 +20,7 @@ import {
   TAIL_CHARS,
 } from "../src/lazy";
 import { conversationMarkdown } from "../src/transcript";
-import { FakeFrames, FakeModel } from "./fakes";
+import { FakeFrames, FakeModel, steppingClock } from "./fakes";
 
 class FakeTimer implements Timer {
   private next = 1;
@@ -336,23 +336,22 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     }
   });
 
-  function mount(n: number) {
+  function mount(n: number, now: () => number = () => 0) {
     const { state, entries } = history(n);
     const model = new FakeModel({ mode: "chat", ...(state as object) });
     const el = document.createElement("div");
     document.body.append(el);
     const frames = new FakeFrames();
-    cleanups.push(
-      mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }),
-    );
+    cleanups.push(mountChat(model, el, { scheduler: frames, now, idle: null, lazy: true }));
     cleanups.push(() => el.remove());
     const list = el.querySelector(".nbs-messages") as HTMLElement;
     return { model, el, list, frames, entries };
   }
 
-  it("shows its end first, rendered, then puts the older messages in the DOM a chunk per frame", () => {
+  it("shows its end first, rendered, then puts the older messages in the DOM within a frame's budget", () => {
     const n = 400;
-    const { list, frames } = mount(n);
+    // a clock that moves 4 ms per reading: two chunks fit a frame's 8 ms
+    const { list, frames } = mount(n, steppingClock(4));
     expect(list.children.length).toBe(ATTACH_FIRST);
     const last = list.lastElementChild as HTMLElement;
     expect(last.dataset.id).toBe(`m${n}`);
@@ -362,8 +361,11 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     while (list.children.length < n && frameCount < 100) {
       frames.frame();
       frameCount++;
-      expect(list.children.length).toBeLessThanOrEqual(ATTACH_FIRST + frameCount * ATTACH_CHUNK);
+      expect(list.children.length).toBeLessThanOrEqual(
+        ATTACH_FIRST + frameCount * 2 * ATTACH_CHUNK,
+      );
     }
+    expect(frameCount).toBeGreaterThan(1);
     expect(list.children.length).toBe(n);
     expect([...list.children].map((c) => (c as HTMLElement).dataset.id)).toEqual(
       Array.from({ length: n }, (_, i) => `m${i + 1}`),
