@@ -19,6 +19,16 @@
   ``fake-error-event-text``     an ``event: error`` with a plain-text message, likewise
   ``fake-reasoning``            ``reasoning_content`` deltas, then the content
   ``fake-die``                  SIGKILLs its own process after ``x_die_after`` pieces
+  ``fake-garbage``              after ``x_stall_after`` pieces, lines that are no SSE
+                                field (an HTML page), then the body ends
+  ``fake-huge-line``            after ``x_stall_after`` pieces, a 10 MB line with no end,
+                                then nothing (it waits for the client to go)
+  ``fake-bad-utf8``             after ``x_stall_after`` pieces, a chunk with bytes that
+                                are not UTF-8
+  ``fake-wrong-shape``          after ``x_stall_after`` pieces, a chunk whose ``choices``
+                                is an object, not a list
+  ``fake-500-midstream``        after ``x_stall_after`` pieces, vLLM's mid-stream error
+                                chunk (``code: 500``), then the body ends
   ``transcript``                replays ``tests/data/transcripts/<x_transcript>.sse``
                                 byte for byte, in pieces of ``x_chunk`` bytes (default:
                                 one event per write); see :func:`load_transcript`
@@ -442,6 +452,28 @@ class FakeHandler(BaseHTTPRequestHandler):
                                            "code": 503}})
                 elif mode == "fake-error-event-text":
                     self._write(b"event: error\ndata: backend overloaded, try again\n\n")
+                elif mode == "fake-garbage":
+                    self._write(b"<html><body>\n<h1>Oops</h1>\n</body></html>\n\n")
+                    self._end_stream()
+                    return
+                elif mode == "fake-huge-line":
+                    record["stalled"] = True
+                    line = b"x" * (1 << 20)
+                    for _ in range(10):  # 10 MB, never a newline
+                        self._write(line)
+                    if self._wait_for_disconnect():
+                        raise _Disconnected()
+                    return
+                elif mode == "fake-bad-utf8":
+                    self._write(b'data: {"choices": [{"delta": {"content": "caf\xe9 \xff"}}]}\n\n')
+                elif mode == "fake-wrong-shape":
+                    self._event({"choices": {"delta": {"content": "x"}}})
+                elif mode == "fake-500-midstream":  # what vLLM sends when generation fails
+                    self._event({"error": {"object": "error", "message": "EngineCore "
+                                           "encountered an issue", "type":
+                                           "InternalServerError", "param": None, "code": 500}})
+                    self._end_stream()
+                    return
             if delay and i:
                 time.sleep(delay)  # the scenario: a server that streams slowly
             self._event(_chunk(piece))

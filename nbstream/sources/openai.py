@@ -20,11 +20,14 @@ tokens) comes from the chunk that carries it: the source asks for it with
 (HTTP 400 or 422 naming it) gets the request again without it, once, and this
 source does not send it again. llama.cpp's ``timings`` go into the figures.
 
-A ``data: [DONE]`` line ends the reply, and so does a body that simply ends
-(``transformers serve`` sends no ``[DONE]``); a body cut off mid-way (the
-server died: an incomplete chunked body) is an error, and so is a stream with
-no event at all (llama-cpp-python answers a prompt longer than its context
-with HTTP 200 and an empty stream; the error is only in its log).
+A ``data: [DONE]`` line ends the reply, and so does a body that ends after a
+chunk with a finish reason (``transformers serve`` sends no ``[DONE]``). A
+body that ends with neither did not finish: the server died or the connection
+dropped, so it is an error that keeps the text received, as is a body cut off
+mid-way (an incomplete chunked body) and a stream with no event at all
+(llama-cpp-python answers a prompt longer than its context with HTTP 200 and
+an empty stream; the error is only in its log). Bytes that are not UTF-8 and
+a line longer than a megabyte are errors too (:mod:`nbstream.sources.sse`).
 
 Threads: :meth:`OpenAISource.generate` runs on the source's worker thread, on
 a private asyncio event loop made for that one reply. The request runs as one
@@ -58,7 +61,7 @@ import re
 import ssl
 import threading
 from collections.abc import Hashable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 try:
     import httpx
@@ -71,6 +74,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from .._version import __version__
 from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source, SourceError, ToolSchema
+from .sse import BadStream, CheckedBody
 from .think import ThinkSplitter, ThinkTags, splitting
 
 if TYPE_CHECKING:
@@ -371,12 +375,14 @@ class OpenAISource(Source):
         ending = _Ending()
         splitter = self._splitter()
         answer, finish = splitting(emit, splitter) if splitter is not None else (emit, None)
-        async for event in EventSource(response).aiter_sse():
+        body = cast(httpx.Response, CheckedBody(response))  # what EventSource reads of it
+        async for event in EventSource(body).aiter_sse():
             if cancel.is_set():
                 raise Cancelled()
             progress.events += 1
             data = event.data
             if data.strip() == "[DONE]":
+                ending.marker = True
                 break
             if not data.strip():
                 continue
@@ -410,6 +416,11 @@ class OpenAISource(Source):
                 "The server failed before generating; llama.cpp's Python server does this "
                 "when the prompt is longer than the model's context. See the server's log."
             )
+        if not ending.complete:
+            raise SourceError(
+                f"{self.label}: the stream from {self.url} ended after {progress.pieces} "
+                "pieces with neither a finish reason nor [DONE]: the answer is incomplete "
+                "(did the server stop or lose its connection?)")
         if finish is not None:
             finish()
         return ending.outcome()
@@ -420,12 +431,16 @@ class OpenAISource(Source):
             raise SourceError(f"{self.label}: event {n} from {self.url} is not a JSON object: "
                               f"{_trim(json.dumps(chunk))!r}")
         choices = chunk.get("choices")
-        if not choices or not isinstance(choices, list):
+        if not choices:
             return None, None  # e.g. the usage chunk at the end
-        choice = choices[0]
+        choice = choices[0] if isinstance(choices, list) else None
         delta = choice.get("delta") if isinstance(choice, dict) else None
+        if delta is None and isinstance(choice, dict):
+            return None, None  # a choice with only a finish reason
         if not isinstance(delta, dict):
-            return None, None
+            raise SourceError(f"{self.label}: event {n} from {self.url} is not a chat "
+                              "completion chunk (choices[0].delta is missing or not an "
+                              f"object): {_trim(json.dumps(chunk))!r}")
         content = delta.get("content")
         # vLLM sends "reasoning" (some versions both names, the same text)
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
@@ -452,8 +467,8 @@ class OpenAISource(Source):
         if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
             return SourceError(f"the connection to {where} was lost after {progress.pieces} "
                                f"pieces (did the server stop?): {detail}")
-        if isinstance(exc, SSEError):
-            return SourceError(f"{where}: {detail}")
+        if isinstance(exc, (SSEError, BadStream)):
+            return SourceError(f"{where}: {detail} (after {progress.pieces} pieces)")
         if isinstance(exc, httpx.HTTPError):
             return SourceError(f"request to {where} failed: {type(exc).__name__}: {detail}")
         return SourceError(f"{where}: {type(exc).__name__}: {detail}")
@@ -462,9 +477,11 @@ class OpenAISource(Source):
 class _Ending:
     """What the chunks said about the end: finish reason, usage, timings."""
 
-    __slots__ = ("finish", "server_finish", "timings", "usage")
+    __slots__ = ("finish", "marker", "server_finish", "timings", "usage")
 
     def __init__(self) -> None:
+        #: the stream said it ended: a ``[DONE]`` line
+        self.marker = False
         self.finish: FinishReason | None = None
         self.server_finish: str | None = None
         self.usage: dict[str, int] = {}
@@ -484,6 +501,12 @@ class _Ending:
         if isinstance(timings, dict):
             self.timings.update({k: v for k, v in timings.items()
                                  if isinstance(v, (int, float)) and not isinstance(v, bool)})
+
+    @property
+    def complete(self) -> bool:
+        """Whether the stream said it ended (a finish reason or ``[DONE]``): a body that
+        just stops with neither was cut (a server that died, a dropped connection)."""
+        return self.marker or self.server_finish is not None
 
     def outcome(self) -> Outcome:
         figures: dict[str, Any] = {}
