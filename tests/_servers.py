@@ -151,6 +151,37 @@ class ServerProcess:
         if self.process.stdout is not None:
             self.process.stdout.close()
 
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the server and its children (psutil), in seconds."""
+        import psutil
+
+        proc = psutil.Process(self.process.pid)
+        total = 0.0
+        for p in [proc, *proc.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total
+
+    def wait_idle(self, timeout: float, window: float = 0.3, busy: float = 0.1) -> float:
+        """Block until the server used less than ``busy`` of a core over ``window``
+        seconds (it stopped generating); return when that window began
+        (``time.monotonic()``). Raises TimeoutError after ``timeout`` seconds.
+
+        Idleness can only be seen over a span of time: each check samples the
+        server's CPU time ``window`` seconds apart.
+        """
+        deadline = time.monotonic() + timeout
+        before, at = self.cpu_seconds(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(window)  # the sampling window, not a wait for an event
+            now_cpu, now = self.cpu_seconds(), time.monotonic()
+            if now_cpu - before < busy * (now - at):
+                return at
+            before, at = now_cpu, now
+        raise TimeoutError(f"the server still used the CPU after {timeout} s:\n"
+                           f"{self.log_tail()}")
+
     def log_tail(self, chars: int = 3000) -> str:
         if self.log_path is None or not self.log_path.exists():
             return ""
@@ -248,15 +279,16 @@ def llama_cpp_available() -> bool:
 
 def start_llama_cpp_server(gguf: Path, log_path: Path, *, n_ctx: int = 2048,
                            interrupt_requests: bool = True, threads: int = 1,
-                           timeout: float = 120.0) -> ServerProcess:
+                           timeout: float = 120.0, port: int | None = None) -> ServerProcess:
     """llama-cpp-python's server (``python -m llama_cpp.server``) on a GGUF file, on
     127.0.0.1, in its own process group; returns once ``/v1/models`` answers.
 
     ``interrupt_requests`` is its own option: True (its default) makes a second
-    request cut the stream that is running.
+    request cut the stream that is running. ``port``: a free one when None (a
+    server started again after a crash takes its predecessor's).
     """
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
-           "--host", "127.0.0.1", "--port", str(free_port()), "--n_ctx", str(n_ctx),
+           "--host", "127.0.0.1", "--port", str(port or free_port()), "--n_ctx", str(n_ctx),
            "--n_threads", str(threads), "--n_threads_batch", str(threads),
            "--interrupt_requests", str(interrupt_requests), "--seed", "1"]
     return _start_server("llama_cpp.server", cmd, {**os.environ, **OFFLINE_ENV}, log_path,
