@@ -173,10 +173,16 @@ def test_view_messages_drive_the_widget() -> None:
     state = w.get_state()
     assert state["last_id"] == 2 and state["m2"]["status"] == "stopped"
     before = len(wire.msgs)
-    w._on_view_msg(w, {"kind": "hello"}, [])  # nothing live: nothing to re-send
-    # an absence cannot be awaited: the scenario gives the pump 0.1 s to (wrongly) send
+    w._on_view_msg(w, {"kind": "hello"}, [])
+    # nothing live: nothing to re-send, only the answer that tells the view it is heard
+    welcome = {"method": "custom", "content": {"kind": "welcome"}}
+    wait_until(lambda: len(wire.msgs) > before, message="the welcome")
+    assert wire.msgs[before:] == [welcome]
+    w._on_view_msg(w, {"kind": "hello"}, [])  # every hello is answered, once
+    wait_until(lambda: len(wire.msgs) > before + 1, message="the second welcome")
+    # an absence cannot be awaited: the scenario gives the pump 0.1 s to (wrongly) send more
     time.sleep(0.1)
-    assert len(wire.msgs) == before
+    assert wire.msgs[before:] == [welcome, welcome]
 
 
 def test_kernel_interrupt_during_wait_stops_the_reply() -> None:

@@ -250,6 +250,8 @@ export interface ChatTraits {
   panes: PaneInfo[];
   /** the system prompt (null: none) */
   system_prompt: string | null;
+  /** the widget's own model id (connection.ts) */
+  _model_ref: string;
 }
 
 function isRecord(x: unknown): x is Record<string, unknown> {
@@ -258,6 +260,19 @@ function isRecord(x: unknown): x is Record<string, unknown> {
 
 function isSeq(x: unknown): x is number {
   return typeof x === "number" && Number.isInteger(x) && x >= 0;
+}
+
+/**
+ * Kernel -> view, a custom message: the answer to a {@link HelloMsg}, sent after
+ * the state it brings (connection.ts).
+ */
+export interface WelcomeMsg {
+  kind: "welcome";
+}
+
+/** Whether a custom message from the kernel is a {@link WelcomeMsg}. */
+export function isWelcomeMsg(x: unknown): x is WelcomeMsg {
+  return isRecord(x) && x.kind === "welcome";
 }
 
 /** A well-formed delta, or false for anything else the kernel might send. */

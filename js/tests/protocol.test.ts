@@ -135,6 +135,7 @@ describe("protocol mirrors protocol.py", () => {
       resync: true,
       ack: true,
     };
-    expect(kinds.sort()).toEqual([...Object.keys(view), "delta"].sort());
+    // kernel -> view custom messages: the older kernels' delta, the welcome
+    expect(kinds.sort()).toEqual([...Object.keys(view), "delta", "welcome"].sort());
   });
 });

@@ -369,7 +369,7 @@ describe("list", () => {
 describe("cleanup", () => {
   it("removes the listeners, cancels the frame and the DOM", () => {
     const v = mount([message("a")]);
-    expect(v.model.listenerCount()).toBe(8);
+    expect(v.model.listenerCount()).toBe(9) // with comm_live_update (connection.ts);
     v.model.delta("a", 1, "x");
     expect(v.frames.pending).toBe(1);
     v.cleanup();

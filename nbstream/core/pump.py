@@ -118,9 +118,12 @@ class Outgoing:
     live: list[Stream] = field(default_factory=list)
     #: the streams that ended in this step: final-sent once this goes out
     ended: list[Stream] = field(default_factory=list)
+    #: views said hello since the last step: answer them (the view's proof that the
+    #: kernel hears it; see ``WelcomeMsg`` in protocol.py)
+    welcome: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.deltas or self.changed or self.resend)
+        return bool(self.deltas or self.changed or self.resend or self.welcome)
 
 
 @dataclass(eq=False)
@@ -143,9 +146,10 @@ class Channel:
     ack_period: float = ASSUMED_ACK_PERIOD
     acks: int = 0
     last_republish: float = -math.inf
-    #: ids whose meta must be sent; deltas to send again (see Outgoing)
+    #: ids whose meta must be sent; deltas to send again; hellos to answer (see Outgoing)
     changed: set[str] = field(default_factory=set)
     resend: dict[str, int] = field(default_factory=dict)
+    welcome: bool = False
     closed: bool = False
     #: figures: hellos from views (a view opened or reloaded), when the last came, on
     #: which thread (the main thread, or a subshell's when comms run over subshells)
@@ -246,9 +250,10 @@ class Pump:
             self._cond.notify()
 
     def hello(self, ch: Channel) -> None:
-        """A view rendered: note it for :func:`view_figures`, and send the metas of the
-        live messages (and ``live``) again."""
+        """A view rendered (or reconnected): note it for :func:`view_figures`, answer it,
+        and send the metas of the live messages (and ``live``) again."""
         with self._cond:
+            ch.welcome = True
             ch.hellos += 1
             ch.last_hello_at = self.clock()
             ch.hello_thread = threading.current_thread().name
@@ -374,6 +379,7 @@ class Pump:
                     next_at = min(next_at, ch.last_republish + REPUBLISH_EVERY)
                 out.changed, ch.changed = ch.changed, set()
                 out.resend, ch.resend = ch.resend, {}
+                out.welcome, ch.welcome = ch.welcome, False
                 if out:
                     out.live = list(ch.streams)
                     work.append((ch, out))

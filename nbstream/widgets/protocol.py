@@ -244,6 +244,15 @@ class HelloMsg(TypedDict):
     kind: Literal["hello"]
 
 
+class WelcomeMsg(TypedDict):
+    """Kernel -> view, a custom message: the answer to a :class:`HelloMsg`, sent by the
+    pump after the state it brought. A view that sent hello and hears nothing back
+    while the kernel is idle is not connected (the kernel restarted, or a notebook was
+    reopened with a kernel that never knew this widget)."""
+
+    kind: Literal["welcome"]
+
+
 class ResyncMsg(TypedDict):
     """View -> kernel: a delta of message ``id`` is missing after ``have``."""
 

@@ -36,6 +36,7 @@ import json
 import logging
 import reprlib
 import threading
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -63,6 +64,7 @@ from .protocol import (
     LoadingMeta,
     MessageMeta,
     MessageState,
+    WelcomeMsg,
     delta_key,
 )
 from .reply import Reply, run_reply
@@ -177,6 +179,10 @@ class StreamingWidget(anywidget.AnyWidget):
     def _default_runtime(self) -> str:
         return widget_runtime_ref()
 
+    #: the widget's own model id (its comm's id, chosen before the comm opens): a view
+    #: finds its jupyter-widgets model with it, to read whether the model is connected
+    #: to a kernel (``comm_live``; js/src/connection.ts)
+    _model_ref = traitlets.Unicode("").tag(sync=True)
     #: how the view lays messages out: "chat", "stream" or "compare"
     mode = traitlets.Unicode("chat").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
@@ -200,7 +206,8 @@ class StreamingWidget(anywidget.AnyWidget):
         # their constructors check user keyword arguments with parse_options()
         opts = options if options is not None else Options()
         warn_unsupported_frontend()  # e.g. a marimo too old to take the pump's sends
-        super().__init__(title=title, **traits)
+        model_id = uuid.uuid4().hex  # (ipywidgets and marimo open the comm with this id)
+        super().__init__(title=title, model_id=model_id, _model_ref=model_id, **traits)
         self.options = opts
         self.include_reasoning_in_history = opts.include_reasoning_in_history
         self.limits = opts.limits
@@ -511,11 +518,15 @@ class StreamingWidget(anywidget.AnyWidget):
         if current != wire.current_sent:
             wire.current_sent = current
             state[CURRENT_KEY] = current
+        if state:
+            msg = {"method": "update", "state": state, "buffer_paths": []}
+            total = _json_size(msg)
+            self._send(msg)
+        if out.welcome:  # after the state it brought: a welcomed view is up to date
+            # (a custom message; not self.send, which ChatWidget takes for a question)
+            self._send({"method": "custom", "content": WelcomeMsg(kind="welcome")})
         if not state:
             return
-        msg = {"method": "update", "state": state, "buffer_paths": []}
-        total = _json_size(msg)
-        self._send(msg)
         # each message's keys count for it; the envelope for the first one named
         owners = list(sizes)
         for i, owner in enumerate(owners):

@@ -1,0 +1,76 @@
+"""What happens around a live chat in a real browser (#22): its kernel goes away, or the
+page's connection to the server drops.
+
+**The kernel goes away mid-answer** (tests/browser/kernel_gone.mjs): restarted or shut
+down through the server's REST API (as another tab or a terminal would: the page is
+told least that way), in JupyterLab and in Notebook 7; or the notebook is saved with
+widget state mid-stream and reopened on a fresh kernel that never knew the widget. The
+view must stop saying "streaming", keep the text it showed, say plainly that it is not
+connected and that running the cell again gives a live chat, offer nothing that asks
+the kernel (Copy all still works), and show no error dialog (js/src/connection.ts).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from conftest import JupyterLab, RunScenario
+from test_browser_flow import WIDGETS_SETTING, _chat_cell, _numbered, lab_setting
+
+pytestmark = pytest.mark.browser
+
+__all__ = ["lab_setting"]  # a fixture, used by name
+
+#: js/src/messages.ts DISCONNECTED_LABEL
+CUT_OFF = "cut off: not connected to the kernel"
+RUN_AGAIN = "Run its cell again for a live chat."
+
+
+@pytest.mark.parametrize(("how", "front_end"), [
+    ("restart", "lab"),
+    ("shutdown", "lab"),
+    ("restart", "notebook7"),
+    ("reopen", "lab"),
+])
+def test_the_kernel_goes_away_mid_answer(
+    jupyterlab: JupyterLab,
+    run_scenario: RunScenario,
+    notebook_name: str,
+    lab_setting: Callable[[str, dict[str, Any]], None],
+    how: str,
+    front_end: str,
+) -> None:
+    if how == "reopen":
+        lab_setting(WIDGETS_SETTING, {"saveState": True})
+    # 4,000 words at 100/s: 40 s, so the answer is live when the kernel goes
+    path = jupyterlab.write_notebook(notebook_name, [_chat_cell(_numbered("r", 4000), rate=100)])
+    r = run_scenario("kernel_gone", timeout=180, notebook=path, how=how,
+                     notebook7=front_end == "notebook7")
+    print(f"\n{how} ({front_end}): lost {r['lost_after_ms']} ms after; "
+          f"{json.dumps(r['gone'])}")
+    live, gone = r["live"], r["gone"]
+    assert live["connection"] == "live" and live["label"].startswith("streaming"), live
+    assert live["busy"] and not live["input_disabled"]
+    # not streaming any more: cut off, not busy, no "working" indicator
+    assert gone["connection"] == "lost"
+    assert gone["label"] == CUT_OFF and gone["cut_off"]
+    assert not gone["busy"] and not gone["waiting"]
+    # the text it showed is kept (what arrived before the kernel was gone)
+    assert gone["chars"] >= r["chars_before"] > 0
+    # said plainly, with what to do. A kernel shut down from elsewhere tells the page
+    # nothing: the view finds no kernel answering it; JupyterLab may later learn that the
+    # kernel is dead (its reconnection fails), and the view then says so
+    why = {"restart": ("The kernel restarted",),
+           "shutdown": ("No kernel is running this chat", "The kernel stopped"),
+           "reopen": ("No kernel is running this chat",)}[how]
+    for said in (gone, r["later"]):
+        assert said["offline"].startswith(why) and said["offline"].endswith(RUN_AGAIN), said
+    # nothing that asks the kernel is offered; copying still works; no error dialog
+    assert gone["input_disabled"] and gone["send_disabled"] and gone["stop_disabled"]
+    assert gone["copy_all_disabled"] is False
+    assert gone["dialogs"] == 0
+    # and nothing else changes afterwards
+    assert {**r["later"], "offline": None} == {**gone, "offline": None}, r["later"]
