@@ -9,7 +9,7 @@ pieces; the iterator is then closed (``close()`` / ``aclose()``), so that a
 generator's ``finally`` blocks run and an HTTP stream is released.
 
 Parts and endings: a plain ``str`` is answer text; yield
-``Reasoning("…")`` (``nbstream.Reasoning``) for the model's thinking. To say
+``Reasoning("…")`` (``nbstream.sources.Reasoning``) for the model's thinking. To say
 how the generation ended, yield an :class:`~nbstream.core.pieces.Outcome` as the
 last item (``yield Outcome("length", usage={...})``), or ``return`` one from
 a (sync) generator; without one it ended with ``"stop"``. Text with inline
