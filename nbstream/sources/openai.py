@@ -213,8 +213,8 @@ class OpenAISource(SSESource):
         body = self.request_body(messages, options, tools)
         return await self._request(body, emit, cancel, Progress(), ids)
 
-    async def _read_events(self, response: httpx.Response, emit: Emit,
-                           cancel: threading.Event, progress: Progress,
+    async def _read_events(self, response: httpx.Response, body: Mapping[str, Any],
+                           emit: Emit, cancel: threading.Event, progress: Progress,
                            ids: CallIds) -> Outcome:
         ending = _Ending()
         splitter = self._splitter()

@@ -229,10 +229,11 @@ class SSESource(Source):
         return await self._request(body, emit, cancel, Progress(), ids)
 
     @abstractmethod
-    async def _read_events(self, response: httpx.Response, emit: Emit,
-                           cancel: threading.Event, progress: Progress,
+    async def _read_events(self, response: httpx.Response, body: Mapping[str, Any],
+                           emit: Emit, cancel: threading.Event, progress: Progress,
                            ids: CallIds) -> Outcome:
-        """Read the response's events, emitting pieces; how it ended."""
+        """Read the response's events (to the request ``body``), emitting pieces;
+        how it ended."""
 
     def _run(self, work: Coroutine[Any, Any, Outcome], cancel: threading.Event) -> Outcome:
         loop = asyncio.new_event_loop()
@@ -294,7 +295,7 @@ class SSESource(Source):
                                   headers=self._headers()) as response:
                 progress.connected = True
                 await self._check_response(response)
-                outcome = await self._read_events(response, emit, cancel, progress, ids)
+                outcome = await self._read_events(response, body, emit, cancel, progress, ids)
         except (Cancelled, SourceError):
             raise
         except Exception as exc:
