@@ -478,7 +478,10 @@ class FakeHandler(BaseHTTPRequestHandler):
         event("response.output_item.added", output_index=0, item={
             "id": "msg_fake", "type": "message", "status": "in_progress",
             "role": "assistant", "content": []})
-        for piece in pieces:
+        delay = float(body.get("x_delay", 0.0))
+        for i, piece in enumerate(pieces):
+            if delay and i:
+                time.sleep(delay)  # the scenario: a server that streams slowly
             event("response.output_text.delta", item_id="msg_fake", output_index=0,
                   content_index=0, delta=piece)
         usage = {"input_tokens": 5, "output_tokens": len(pieces),

@@ -180,12 +180,15 @@ class OpenAISource(SSESource):
         fields = {**self.request_options, **self._option_fields(options)}
         shown: dict[str, Any] = {}
         for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                          ("max_new_tokens", "max_tokens"), ("stop", "stop"),
-                          ("tool_choice", "tool_choice")):
+                          ("max_new_tokens", "max_tokens"), ("stop", "stop")):
             if fields.get(key) is not None:
                 shown[name] = fields[key]
         if "max_new_tokens" not in shown and fields.get("max_completion_tokens") is not None:
             shown["max_new_tokens"] = fields["max_completion_tokens"]
+        if "tool_choice" in options:
+            shown["tool_choice"] = options["tool_choice"]
+        elif fields.get("tool_choice") is not None:
+            shown["tool_choice"] = fields["tool_choice"]
         return shown
 
     @staticmethod
