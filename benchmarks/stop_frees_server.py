@@ -4,11 +4,13 @@ A Stop that only hides the text while the server keeps generating wastes the
 server (vercel/ai#10719). This measures, per round, from the moment ``chat.stop()``
 (or ``chat.close()``) is called:
 
-* **llama.cpp server** (llama-cpp-python's, on the embedded GGUF, one thread):
-  until the server's process stops using the CPU, read from its CPU time sampled
-  every 10 ms (psutil): the last sample in which it still grew marks the end of
-  generation. A request for 2,000 tokens is stopped after its first 20 characters,
-  so a server that ignored the stop would stay busy for minutes.
+* **a server**: llama-cpp-python's on the embedded GGUF (``OpenAISource``), and
+  ``transformers serve`` on its converted folder (``OpenAISource`` and
+  ``ResponsesSource``), each with one thread: until the server's process stops
+  using the CPU, read from its CPU time sampled every 10 ms (psutil): the last
+  sample in which it still grew marks the end of generation. A request for
+  2,000 tokens is stopped after its first 20 characters, so a server that
+  ignored the stop would stay busy for minutes.
 * **TransformersSource** (the embedded model, in this process): until the worker
   thread's ``generate()`` returned, seen as the next reply queued on the model's
   lane starting (its status leaves ``queued``): the lane is free.
@@ -18,6 +20,7 @@ Printed: each way's median, p95 and max over the rounds (target, issue #22: unde
 (tests/test_server_faults.py) check that the server goes idle at all.
 
     .venv/bin/python benchmarks/stop_frees_server.py [--rounds 10] [--skip-llama]
+        [--skip-serve] [--skip-transformers]
 """
 
 from __future__ import annotations
@@ -65,29 +68,63 @@ def server_stop_latency(server: object, stop: Callable[[], object]) -> float:
     return last_growth - t_stop
 
 
-def llama_rounds(rounds: int, how: str) -> list[float]:
+def server_rounds(server: object, make_source: Callable[[], object], rounds: int,
+                  how: str) -> list[float]:
+    """``rounds`` stops (``how``: chat.stop() or chat.close()) of a long answer."""
+    from nbstream import ChatWidget
+
+    out: list[float] = []
+    for _ in range(rounds):
+        chat = ChatWidget(make_source())  # type: ignore[arg-type]
+        reply = chat.send(STORY)
+        wait(lambda r=reply: len(r.text) >= 20, 120, "the answer to start")
+        time.sleep(0.3)  # well inside the answer: the server is busy generating
+        out.append(server_stop_latency(server, chat.stop if how == "stop" else chat.close))
+        chat.close()
+    return out
+
+
+def llama(rounds: int) -> None:
     from _servers import start_llama_cpp_server
 
-    from nbstream import ChatWidget
     from nbstream.sources import OpenAISource
     from nbstream.sources.transformers.default_model import gguf_path
 
-    out: list[float] = []
     with tempfile.TemporaryDirectory() as tmp:
         server = start_llama_cpp_server(gguf_path(), Path(tmp) / "server.log", n_ctx=1024)
         try:
-            for _ in range(rounds):
-                chat = ChatWidget(OpenAISource("smollm2", server.base_url, temperature=0,
-                                               seed=1, max_tokens=2000))
-                reply = chat.send(STORY)
-                wait(lambda r=reply: len(r.text) >= 20, 120, "the answer to start")
-                time.sleep(0.3)  # well inside the answer: the server is busy generating
-                out.append(server_stop_latency(server, chat.stop if how == "stop"
-                                               else chat.close))
-                chat.close()
+            def make() -> object:
+                return OpenAISource("smollm2", server.base_url, temperature=0, seed=1,
+                                    max_tokens=2000)
+
+            show("llama.cpp, OpenAISource, stop()", server_rounds(server, make, rounds, "stop"))
+            show("llama.cpp, OpenAISource, close()", server_rounds(server, make, rounds, "close"))
         finally:
             server.stop()
-    return out
+
+
+def serve(rounds: int) -> None:
+    from _servers import start_transformers_serve
+
+    from nbstream.sources import OpenAISource, ResponsesSource
+    from nbstream.sources.transformers.default_model import default_model_path
+
+    folder = default_model_path()
+    with tempfile.TemporaryDirectory() as tmp:
+        server = start_transformers_serve(folder, Path(tmp) / "serve.log")
+        try:
+            def chat() -> object:
+                return OpenAISource(str(folder), server.base_url, temperature=0, max_tokens=2000)
+
+            def responses() -> object:
+                return ResponsesSource(str(folder), server.base_url, temperature=0,
+                                       max_output_tokens=2000)
+
+            show("transformers serve, OpenAISource", server_rounds(server, chat, rounds, "stop"))
+            show("transformers serve, ResponsesSource",
+                 server_rounds(server, responses, rounds, "stop"))
+        finally:
+            server.stop()
 
 
 def transformers_rounds(rounds: int) -> list[float]:
@@ -118,7 +155,7 @@ def transformers_rounds(rounds: int) -> list[float]:
 def show(name: str, values: list[float]) -> None:
     ms = sorted(v * 1000 for v in values)
     p95 = ms[min(len(ms) - 1, max(0, round(0.95 * len(ms)) - 1))]
-    print(f"{name:<34} median {statistics.median(ms):7.0f} ms   p95 {p95:7.0f} ms   "
+    print(f"{name:<38} median {statistics.median(ms):7.0f} ms   p95 {p95:7.0f} ms   "
           f"max {ms[-1]:7.0f} ms   ({len(ms)} rounds)")
 
 
@@ -126,12 +163,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--skip-llama", action="store_true")
+    ap.add_argument("--skip-serve", action="store_true")
     ap.add_argument("--skip-transformers", action="store_true")
     args = ap.parse_args()
     print(f"load average at start: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if not args.skip_llama:
-        show("llama.cpp server, chat.stop()", llama_rounds(args.rounds, "stop"))
-        show("llama.cpp server, chat.close()", llama_rounds(args.rounds, "close"))
+        llama(args.rounds)
+    if not args.skip_serve:
+        serve(args.rounds)
     if not args.skip_transformers:
         show("TransformersSource, lane free", transformers_rounds(args.rounds))
     print(f"load average at end:   {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

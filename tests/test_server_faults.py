@@ -148,3 +148,59 @@ def test_stop_and_close_free_the_server(llama: ServerProcess, how: str) -> None:
         assert r.status == "done" and r.text
     finally:
         fresh.close()
+
+
+@pytest.fixture(scope="module")
+def serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServerProcess, str]]:
+    """``transformers serve`` on the embedded model's converted folder (one torch thread)."""
+    from _servers import start_transformers_serve
+
+    from nbstream.sources.transformers.default_model import default_model_path
+
+    folder = default_model_path()
+    server = start_transformers_serve(folder, tmp_path_factory.mktemp("serve") / "serve.log")
+    yield server, str(folder)
+    server.stop()
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("kind", ["chat_completions", "responses"])
+def test_stop_frees_transformers_serve(serve: tuple[ServerProcess, str], kind: str) -> None:
+    from nbstream.sources import ResponsesSource
+
+    server, model = serve
+    src = (OpenAISource(model, server.base_url, temperature=0, max_tokens=2000)
+           if kind == "chat_completions"
+           else ResponsesSource(model, server.base_url, temperature=0, max_output_tokens=2000))
+    chat = ChatWidget(src)
+    try:
+        streaming(chat)
+        used = server.cpu_seconds()
+        wait_until(lambda: server.cpu_seconds() - used > 0.2, 30, "the server to work")
+        chat.stop()
+        assert chat.last is not None and chat.last.status == "stopped"
+        server.wait_idle(timeout=60)  # 2,000 tokens would keep it busy for minutes
+        # and it serves the next request
+        chat.generation = {"max_new_tokens": 8}
+        r = chat.send("What is the capital of France?")
+        r.wait(120)
+        assert r.status == "done" and r.text
+    finally:
+        chat.close()
+
+
+def test_the_stop_benchmark_runs() -> None:
+    """benchmarks/stop_frees_server.py on one round against llama.cpp, so it cannot rot
+    (its figures are printed, not asserted)."""
+    import re
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "stop_frees_server.py"
+    out = subprocess.run([sys.executable, str(script), "--rounds", "1", "--skip-serve",
+                          "--skip-transformers"], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = re.findall(r"^(llama\.cpp, OpenAISource, (?:stop|close)\(\)) +median +(\d+) ms",
+                      out.stdout, re.M)
+    assert [name for name, _ in rows] == ["llama.cpp, OpenAISource, stop()",
+                                          "llama.cpp, OpenAISource, close()"], out.stdout
