@@ -1,5 +1,5 @@
 """What happens around a live chat in a real browser (#22): its kernel goes away, or the
-page's connection to the server drops.
+page's connection to the server drops (test_a_dropped_connection_loses_nothing).
 
 **The kernel goes away mid-answer** (tests/browser/kernel_gone.mjs): restarted or shut
 down through the server's REST API (as another tab or a terminal would: the page is
@@ -74,3 +74,33 @@ def test_the_kernel_goes_away_mid_answer(
     assert gone["dialogs"] == 0
     # and nothing else changes afterwards
     assert {**r["later"], "offline": None} == {**gone, "offline": None}, r["later"]
+
+
+@pytest.mark.parametrize("variant", ["mid", "end"])
+def test_a_dropped_connection_loses_nothing(
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str, variant: str,
+) -> None:
+    """The page goes offline for 3 s and JupyterLab reconnects (tests/browser/connection_drop.mjs):
+    the answer ends complete, in order, with no duplicate, and with the right status.
+
+    ``mid``: back while the answer streams (the server replays what it kept meanwhile).
+    ``end``: the answer ends while offline and the message carrying its final meta is
+    thrown away in the page when the server replays it: the view still ends right
+    (JupyterLab asks the widget's whole state again on reconnection; the view's hello
+    on reconnection is the second way, unit-tested in test_widget.py).
+    """
+    n, rate = (3000, 100) if variant == "mid" else (400, 200)
+    text = _numbered("d", n)
+    path = jupyterlab.write_notebook(notebook_name, [_chat_cell(text, rate=rate)])
+    r = run_scenario("connection_drop", timeout=180, notebook=path, variant=variant)
+    print(f"\ndropped connection ({variant}): {json.dumps(r)}")
+    assert r["link"][0] != "connected" and "connected" in r["link"], r["link"]
+    assert r["status_while_offline"] == "running"
+    if variant == "end":
+        assert r["dropped_final_meta"] and r["dropped_messages"] > 0  # really lost
+    # never a gap, a duplicate or a shrink; the end is exactly the kernel's
+    assert r["prefix"]["ok"] and r["prefix"]["checked"] >= (10 if variant == "mid" else 2), \
+        r["prefix"]
+    assert r["kernel_status"] == r["dom_status"] == "done"
+    assert r["kernel_words"] == n and r["dom_equals_kernel"], (r["dom_words"], r["kernel_words"])
+    assert r["dom_connection"] == "live"

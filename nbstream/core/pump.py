@@ -85,7 +85,8 @@ DEFAULT_CEILING = 0.25
 #: acks are not coming (the kernel's main thread is busy, or the view went away):
 #: fall back to the plain bounded rate
 DEFAULT_ACK_TIMEOUT = 0.8
-#: ended messages a channel keeps, so that the late ack of a final delta finds its message
+#: ended messages a channel keeps, so that the late ack of a final delta finds its message,
+#: and a hello re-sends the final metas a view whose link dropped may have lost
 KEEP_ENDED = 16
 #: render time and ack lag are smoothed over about this many seconds (at least 20% per
 #: ack: an ack per frame smooths as before, an ack a second counts nearly alone)
@@ -250,14 +251,18 @@ class Pump:
             self._cond.notify()
 
     def hello(self, ch: Channel) -> None:
-        """A view rendered (or reconnected): note it for :func:`view_figures`, answer it,
-        and send the metas of the live messages (and ``live``) again."""
+        """A view rendered (or its link came back): note it for :func:`view_figures`,
+        answer it, and send the metas of the live messages (and ``live``) again, and of
+        those that ended lately: a view whose link dropped may have lost a final meta
+        (it then still shows the message live, and the final meta tells it what to
+        resync)."""
         with self._cond:
             ch.welcome = True
             ch.hellos += 1
             ch.last_hello_at = self.clock()
             ch.hello_thread = threading.current_thread().name
             ch.changed.update(s.id for s in ch.streams)
+            ch.changed.update(s.id for s in ch.ended)
             self._woken = True
             self._cond.notify()
 
