@@ -575,9 +575,15 @@ class FakeHandler(BaseHTTPRequestHandler):
         self._end_stream()
 
 
+class _Server(ThreadingHTTPServer):
+    #: connections waiting to be accepted (socketserver's default, 5, resets the rest: 32
+    #: requests at once, as a real server takes them, need more)
+    request_queue_size = 256
+
+
 def main(argv: list[str]) -> None:
     port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 0
-    server = ThreadingHTTPServer(("127.0.0.1", port), FakeHandler)
+    server = _Server(("127.0.0.1", port), FakeHandler)
     server.daemon_threads = True
     print(f"PORT {server.server_address[1]}", flush=True)
     server.serve_forever(poll_interval=0.1)

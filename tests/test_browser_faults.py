@@ -104,3 +104,29 @@ def test_a_dropped_connection_loses_nothing(
     assert r["kernel_status"] == r["dom_status"] == "done"
     assert r["kernel_words"] == n and r["dom_equals_kernel"], (r["dom_words"], r["kernel_words"])
     assert r["dom_connection"] == "live"
+
+
+def test_32_streams_at_once_from_one_server_through_one_kernel(jupyterlab: JupyterLab) -> None:
+    """8 Compare widgets x 4 panes stream from one server at once (benchmarks/many_streams.py,
+    one round): every answer complete, in order, done, on the page and in the kernel. The
+    end lags and the probe are the benchmark's figures, printed, not asserted."""
+    import sys
+    from pathlib import Path
+
+    from _servers import start_fake_server
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    import many_streams
+
+    server = start_fake_server()
+    try:
+        r = many_streams.run(jupyterlab, server.base_url, widgets=8, panes=4, rate=200.0,
+                             repeat=1, name="many-streams-test")
+    finally:
+        server.stop()
+    lags = sorted(r["lags_ms"])
+    print(f"\n32 streams: end lag median {lags[len(lags) // 2]:.0f} ms, max {lags[-1]:.0f} ms; "
+          f"probe {r['probe_during_ms']} ms (idle {r['probe_idle_ms']} ms)")
+    assert r["answers"] == 32
+    assert r["wrong"] == []
+    assert len(r["lags_ms"]) == 32  # every end seen on the page
