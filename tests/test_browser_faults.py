@@ -130,3 +130,16 @@ def test_32_streams_at_once_from_one_server_through_one_kernel(jupyterlab: Jupyt
     assert r["answers"] == 32
     assert r["wrong"] == []
     assert len(r["lags_ms"]) == 32  # every end seen on the page
+
+
+def test_a_removed_view_stops_the_running_reply(
+        jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str) -> None:
+    """The chat's output cleared mid-answer (tests/browser/view_removed.mjs): its view says
+    bye, and the kernel stops the reply once no view came back within the grace."""
+    # 4,000 words at 50/s: 80 s, far longer than the scenario
+    path = jupyterlab.write_notebook(notebook_name, [_chat_cell(_numbered("t", 4000), rate=50)])
+    r = run_scenario("view_removed", timeout=180, notebook=path)
+    print(f"\nview removed: {json.dumps(r)}")
+    assert r["reply"]["status"] == "stopped", r["reply"]
+    assert r["reply"]["chars"] > 0
+    assert r["page_errors"] == []

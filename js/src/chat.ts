@@ -82,6 +82,8 @@ export function mountChat(
   const now = options.now ?? (() => performance.now());
   const idle = options.idle === undefined ? browserIdle(win) : options.idle;
   const counters = newCounters();
+  /** this view's id in its hello and bye (the kernel counts the views on the page) */
+  const viewId = `v${Math.random().toString(36).slice(2, 12)}${Date.now().toString(36)}`;
   const conversation = new Conversation();
   const send = (msg: ViewMsg): void => model.send(msg);
 
@@ -257,7 +259,7 @@ export function mountChat(
       .catch(() => undefined); // a front end that does not know it: messages decide
   }
   const connection: Connection = new Connection({
-    hello: () => send({ kind: "hello" }),
+    hello: () => send({ kind: "hello", view: viewId }),
     kernel: wm.kernel ?? null,
     commLive: () =>
       backing !== null && typeof backing.comm_live === "boolean" ? backing.comm_live : null,
@@ -301,6 +303,15 @@ export function mountChat(
   connection.hello();
 
   return () => {
+    // removed from the page (a cleared output, a cell run again): the kernel stops what
+    // no view watches any more, unless another view of the widget remains or comes
+    // back. (A closed notebook tab cannot tell it: JupyterLab disposes the page's
+    // kernel connection before the views, and a send then throws.)
+    try {
+      send({ kind: "bye", view: viewId });
+    } catch {
+      // no connection left to say it on
+    }
     model.off("change", onChange);
     model.off("comm_live_update", onCommLive);
     connection.dispose();

@@ -173,9 +173,24 @@ export interface SystemPromptMsg {
   text: string;
 }
 
-/** View -> kernel: a view was rendered; bring it up to date. */
+/**
+ * View -> kernel: a view was rendered (or its link came back, or it wonders whether
+ * the kernel still hears it); bring it up to date and answer ({@link WelcomeMsg}).
+ */
 export interface HelloMsg {
   kind: "hello";
+  /** this view's own id (random), which its {@link ByeMsg} repeats */
+  view?: string;
+}
+
+/**
+ * View -> kernel: this view was removed from the page (its notebook tab closed, its
+ * output cleared). The kernel stops the widget's running replies when its last view
+ * left and none came back within a few seconds.
+ */
+export interface ByeMsg {
+  kind: "bye";
+  view: string;
 }
 
 /** View -> kernel: a delta of message `id` is missing after `have`. */
@@ -203,6 +218,7 @@ export type ViewMsg =
   | EditMsg
   | SystemPromptMsg
   | HelloMsg
+  | ByeMsg
   | ResyncMsg
   | AckMsg;
 

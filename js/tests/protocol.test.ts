@@ -132,6 +132,7 @@ describe("protocol mirrors protocol.py", () => {
       edit: true,
       system_prompt: true,
       hello: true,
+      bye: true,
       resync: true,
       ack: true,
     };

@@ -238,10 +238,28 @@ class SystemPromptMsg(TypedDict):
     text: str
 
 
-class HelloMsg(TypedDict):
-    """View -> kernel: a view was rendered; bring it up to date."""
+class HelloMsgExtras(TypedDict, total=False):
+    """Keys a :class:`HelloMsg` carries from views of this version."""
+
+    #: the view's own id (random, one per rendered view), which its :class:`ByeMsg` repeats
+    view: str
+
+
+class HelloMsg(HelloMsgExtras):
+    """View -> kernel: a view was rendered (or its link came back, or it wonders whether
+    the kernel still hears it); bring it up to date and answer (:class:`WelcomeMsg`)."""
 
     kind: Literal["hello"]
+
+
+class ByeMsg(TypedDict):
+    """View -> kernel: the view ``view`` was removed from the page (its notebook tab
+    closed, its output cleared). When the widget's last view says bye and no other says
+    hello within ``VIEW_GONE_GRACE`` seconds, its running replies are stopped: nobody
+    watches them, and a server should not go on generating for nobody."""
+
+    kind: Literal["bye"]
+    view: str
 
 
 class WelcomeMsg(TypedDict):
@@ -271,7 +289,7 @@ class AckMsg(TypedDict):
 
 
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
-           | SwitchMsg | EditMsg | HelloMsg | ResyncMsg | AckMsg)
+           | SwitchMsg | EditMsg | HelloMsg | ByeMsg | ResyncMsg | AckMsg)
 
 #: the keys of the widget's state that are not per message
 LAST_ID_KEY = "last_id"

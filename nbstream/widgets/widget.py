@@ -223,6 +223,7 @@ class StreamingWidget(anywidget.AnyWidget):
         self._wire = _WireState()
         self._pump = get_pump()
         self._channel = self._pump.open_channel(self._send_update, opts.interval)
+        self._views = ViewRoster(_weak_call(self._no_view_left), VIEW_GONE_GRACE)
         self.on_msg(self._on_view_msg)
 
     # ------------------------------------------------------------- public API
@@ -291,6 +292,7 @@ class StreamingWidget(anywidget.AnyWidget):
     def close(self) -> None:
         """Stop live replies and close the widget's comm."""
         if hasattr(self, "_channel"):  # also called by __del__ of a half-built widget
+            self._views.close()
             self.stop()
             self._pump.close_channel(self._channel)
         super().close()
@@ -569,6 +571,14 @@ class StreamingWidget(anywidget.AnyWidget):
             return True
         return False
 
+    def _no_view_left(self) -> None:
+        """The last view left the page and none came back (ViewRoster's timer thread):
+        stop what runs, as Stop would, so that a server does not generate for nobody."""
+        stopped = self.stop()
+        if stopped:
+            log.info("nbstream: %s: its last view was closed; stopped %d running repl%s",
+                     type(self).__name__, stopped, "y" if stopped == 1 else "ies")
+
     def _knows(self, rid: str) -> bool:
         with self._lock:
             return any(isinstance(e, Reply) and e.id == rid for e in self._all)
@@ -581,7 +591,17 @@ class StreamingWidget(anywidget.AnyWidget):
                 raise BadViewMessage("content is not a dict")
             kind = content.get("kind")
             if kind == "hello":
+                view = content.get("view")
+                if view is not None:  # (views of older versions send none)
+                    if not (isinstance(view, str) and 0 < len(view) <= MAX_VIEW_ID):
+                        raise BadViewMessage("hello with an invalid view id")
+                    self._views.hello(view)
                 self._pump.hello(self._channel)
+            elif kind == "bye":
+                view = content.get("view")
+                if not (isinstance(view, str) and 0 < len(view) <= MAX_VIEW_ID):
+                    raise BadViewMessage("bye without a valid view id")
+                self._views.bye(view)
             elif kind == "resync":
                 rid, have = content.get("id"), content.get("have", 0)
                 if not (isinstance(rid, str) and len(rid) <= MAX_VIEW_ID):
@@ -614,6 +634,71 @@ MAX_VIEW_TEXT = 1_000_000
 MAX_VIEW_ID = 256
 MAX_SEQ = 1 << 53
 MAX_RENDER_MS = 3_600_000.0
+
+
+#: seconds a widget whose last view said bye waits for another view before it stops its
+#: running replies (a re-rendered output says hello again well within it)
+VIEW_GONE_GRACE = 5.0
+
+
+class ViewRoster:
+    """The views of one widget that are on a page (their ids, from hello and bye).
+
+    When the last view leaves (its notebook tab closed, its output cleared) and
+    none comes back within ``grace`` seconds, ``on_gone`` runs, on a timer thread.
+    Only a view's explicit bye counts: a page that reloads or whose messages never
+    reach the kernel says nothing, and nothing is stopped for it. Any thread (the
+    handlers run on the main thread or a subshell's); guarded by its lock.
+    """
+
+    def __init__(self, on_gone: Callable[[], object], grace: float) -> None:
+        self._on_gone = on_gone
+        self._grace = grace
+        self._lock = threading.Lock()
+        self._views: set[str] = set()
+        self._timer: threading.Timer | None = None
+        self._closed = False
+
+    def hello(self, view: str) -> None:
+        with self._lock:
+            if len(self._views) < MAX_VIEWS:
+                self._views.add(view)
+            self._cancel()
+
+    def bye(self, view: str) -> None:
+        with self._lock:
+            if view not in self._views:
+                return
+            self._views.discard(view)
+            if self._views or self._closed:
+                return
+            self._cancel()
+            self._timer = threading.Timer(self._grace, self._check)
+            self._timer.name = "nbstream-view-gone"
+            self._timer.daemon = True
+            self._timer.start()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            self._cancel()
+
+    def _cancel(self) -> None:
+        # caller holds the lock
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _check(self) -> None:
+        with self._lock:
+            gone = not self._views and not self._closed and self._timer is not None
+            self._timer = None
+        if gone:
+            self._on_gone()
+
+
+#: most view ids a widget keeps (a hostile view cannot grow the set without bound)
+MAX_VIEWS = 64
 
 
 class BadViewMessage(ValueError):
