@@ -67,10 +67,11 @@ test-wheel: setup  ## only the packaging tests: build sdist + wheel, install int
 test-js: $(JS_MODULES)  ## only the front end's unit tests (vitest)
 	cd js && npm run --if-present test
 
-lint: setup  ## ruff, mypy, and the front end's typecheck and lint (all run; fails if any fails)
+lint: setup  ## ruff, mypy, the front end's typecheck and lint, the generated protocol types (all run; fails if any fails)
 	@status=0; \
 	$(BIN)/ruff check . || status=$$?; \
 	$(BIN)/mypy || status=$$?; \
+	$(PY) scripts/gen_protocol.py --check || status=$$?; \
 	( cd js && npm run --if-present typecheck ) || status=$$?; \
 	( cd js && npm run --if-present lint ) || status=$$?; \
 	exit $$status

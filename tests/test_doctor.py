@@ -10,6 +10,7 @@ import warnings
 from typing import Any
 
 import pytest
+from _wire import send_from_view
 
 import nbstream
 from nbstream import doctor as doctor_fn
@@ -180,7 +181,7 @@ def test_a_widgets_hello_and_acks_reach_doctor_through_the_public_accessor(
         assert len(mine) == 1 and mine[0]["hellos"] == 0
         # the view's hello, as it arrives from the front end (here on another thread,
         # as with commsOverSubshells)
-        t = threading.Thread(target=chat._on_view_msg, args=(chat, {"kind": "hello"}, []),
+        t = threading.Thread(target=send_from_view, args=(chat, {"kind": "hello"}),
                              name="subshell-1")
         t.start()
         t.join()

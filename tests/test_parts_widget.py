@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from _wait import wait_until
-from _wire import Wire, body_parts, conversation_of, delta_keys, meta_ids
+from _wire import Wire, body_parts, conversation_of, delta_keys, meta_ids, send_from_view
 
 from nbstream import ChatWidget
 from nbstream.core.pieces import Outcome, Reasoning
@@ -226,7 +226,7 @@ def test_a_lost_delta_is_repaired_by_a_resync() -> None:
     lost = conversation_of(view)[1]
     assert lost["have"] == 1 < lost["seq"]  # it sees the gap: deltas stop at 1
     n = len(wire.msgs)
-    w._on_view_msg(w, {"kind": "resync", "id": r.id, "have": 1}, [])
+    send_from_view(w, {"kind": "resync", "id": r.id, "have": 1})
     wait_until(lambda: len(wire.msgs) > n, 10)
     for m in wire.msgs[n:]:
         view.update(m["state"])
@@ -262,7 +262,7 @@ def test_continue_asks_for_more_with_the_cut_answer_in_the_history() -> None:
     with pytest.raises(ValueError, match="only the last reply"):
         w.continue_("m99")
     # the view's Continue button
-    w._on_view_msg(w, {"kind": "continue", "id": r.id}, [])
+    send_from_view(w, {"kind": "continue", "id": r.id})
     wait_until(lambda: len(w.replies) == 2 and w.replies[1].done, 10)
     assert src.seen[1] == [
         {"role": "user", "content": "Tell me everything."},

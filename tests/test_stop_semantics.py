@@ -13,6 +13,7 @@ import pytest
 from _held import Held
 from _kernel import shell_reply, value
 from _wait import wait_until
+from _wire import send_from_view
 
 from nbstream import ChatWidget, Compare, Reply
 from nbstream.core import lanes
@@ -42,7 +43,7 @@ def test_stop_stops_the_running_reply_and_cancels_the_queued(how: str) -> None:
     if how == "chat.stop()":
         assert w.stop() == 2
     else:
-        w._on_view_msg(w, {"kind": "stop"}, [])
+        send_from_view(w, {"kind": "stop"})
     assert_both_stopped(held, r1, r2)
     # the widget keeps working
     held.release.set()
@@ -128,7 +129,7 @@ def test_view_stop_with_an_id_stops_that_reply_only() -> None:
     w = ChatWidget(held.source)
     r1, r2 = running_and_queued(w, held)
     held.release.set()
-    w._on_view_msg(w, {"kind": "stop", "id": r2.id}, [])
+    send_from_view(w, {"kind": "stop", "id": r2.id})
     assert r1.wait(10) == "first end"
     assert r2.status == "stopped"
     w.close()
@@ -144,7 +145,7 @@ def test_compare_stop_all_and_stop_pane() -> None:
     assert c.stop_pane(1) == 2  # pane 1: its running and its queued reply
     assert [r.status for r in c.replies_of(1)] == ["stopped", "stopped"]
     assert first[0].status == "running" and second[0].status == "queued"
-    c._on_view_msg(c, {"kind": "stop"}, [])  # Stop all
+    send_from_view(c, {"kind": "stop"})  # Stop all
     assert [r.wait(10) for r in c.replies_of(0)] == [first[0].text, ""]
     assert all(r.status == "stopped" for r in c.replies)
     wait_until(lambda: lanes.get(a.source.lane_key()) is None, 10)

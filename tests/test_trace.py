@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from _wait import wait_until
-from _wire import delta_keys
+from _wire import delta_keys, send_from_view
 
 from nbstream import ChatWidget
 from nbstream.sources import IteratorSource, ScriptedSource
@@ -69,7 +69,7 @@ def test_acks_show_up_as_render_times_in_trace_and_stats() -> None:
     def fake_view(msg: dict[str, Any], buffers: object = None) -> None:
         for mid, seq, _ in delta_keys(msg):  # a view renders each delta and acks it
             sent.append({"id": mid, "seq": seq})
-            w._on_view_msg(w, {"kind": "ack", "id": mid, "seq": seq, "render_ms": 1.5}, [])
+            send_from_view(w, {"kind": "ack", "id": mid, "seq": seq, "render_ms": 1.5})
 
     w._send = fake_view  # type: ignore[method-assign]
     r = w.send("go")

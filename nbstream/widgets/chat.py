@@ -21,8 +21,10 @@ from ..core.pieces import FINAL_STATUSES
 from ..generation import GenerationOptions, check_generation
 from ..options import StreamOptions, Unpack, parse_options, with_options
 from ..sources.base import ChatMessage, Source
+from .protocol import ViewMsg
 from .reply import Reply
-from .widget import MAX_VIEW_TEXT, BadViewMessage, StreamingWidget, UserTurn
+from .widget import StreamingWidget, UserTurn
+from .wire import BadViewMessage
 
 log = logging.getLogger("nbstream")
 
@@ -329,41 +331,34 @@ class ChatWidget(StreamingWidget):
     def _ask(self, text: str) -> None:
         self.send(text)
 
-    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "regenerate":
+    def _on_command(self, msg: ViewMsg) -> bool:
+        if msg["kind"] == "regenerate":
             self.regenerate()
             return True
-        if kind == "switch":
-            mid = content.get("id")
+        if msg["kind"] == "switch":
             with self._lock:
-                known = isinstance(mid, str) and mid in self._branches
+                known = msg["id"] in self._branches
             if not known:
                 raise BadViewMessage("switch to an unknown id")
-            self.switch_to(str(mid))
+            self.switch_to(msg["id"])
             return True
-        if kind == "edit":
-            mid, text = content.get("id"), content.get("text")
-            if not isinstance(text, str) or not text.strip() or len(text) > MAX_VIEW_TEXT:
-                raise BadViewMessage("edit without a usable text")
+        if msg["kind"] == "edit":
+            if not msg["text"].strip():
+                raise BadViewMessage("edit of a blank text")
             with self._lock:
-                target = self._wire.known.get(mid) if isinstance(mid, str) else None
+                target = self._wire.known.get(msg["id"])
                 if not isinstance(target, UserTurn):
                     raise BadViewMessage("edit of an unknown or non-user message")
-                self._edit(target, text)
+                self._edit(target, msg["text"])
             return True
-        if kind == "system_prompt":  # an edit in the view
-            text = content.get("text")
-            if not isinstance(text, str):
-                raise BadViewMessage("system_prompt without a str text")
-            if len(text) > MAX_VIEW_TEXT:
-                raise BadViewMessage(f"system_prompt of more than {MAX_VIEW_TEXT} characters")
+        if msg["kind"] == "system_prompt":  # an edit in the view
+            text = msg["text"]
             self.system_prompt = text if text.strip() else None
             return True
-        if kind == "continue":
-            rid = content.get("id")
+        if msg["kind"] == "continue":
             try:
-                self.continue_(rid if isinstance(rid, str) else None)
+                self.continue_(msg["id"])
             except ValueError as exc:  # a stale button: nothing to continue
                 log.debug("nbstream: %s", exc)
             return True
-        return super()._on_command(kind, content)
+        return super()._on_command(msg)

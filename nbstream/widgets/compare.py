@@ -11,15 +11,16 @@ The user can stop one pane or all.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import traitlets
 
 from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..options import StreamOptions, Unpack, parse_options, with_options
 from ..sources.base import Source
+from .protocol import ViewMsg
 from .reply import Reply
-from .widget import BadViewMessage, StreamingWidget
+from .widget import StreamingWidget
+from .wire import BadViewMessage
 
 
 class Compare(StreamingWidget):
@@ -127,12 +128,10 @@ class Compare(StreamingWidget):
     def _ask(self, text: str) -> None:
         self.send(text)
 
-    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "stop" and "pane" in content:
-            pane = content["pane"]
-            if isinstance(pane, bool) or not isinstance(pane, int) or not (
-                    0 <= pane < len(self.sources)):
+    def _on_command(self, msg: ViewMsg) -> bool:
+        if msg["kind"] == "stop" and "pane" in msg:
+            if msg["pane"] >= len(self.sources):
                 raise BadViewMessage("stop for an unknown pane")
-            self.stop_pane(pane)
+            self.stop_pane(msg["pane"])
             return True
-        return super()._on_command(kind, content)
+        return super()._on_command(msg)

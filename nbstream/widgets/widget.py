@@ -26,7 +26,8 @@ Who owns what:
   it is asked (:meth:`StreamingWidget._new_reply`), and so do the generation
   options (``_generation``, replaced whole, never mutated).
 * View messages (:meth:`_on_view_msg`) arrive on the kernel's main thread, or
-  a subshell thread; the handler only enqueues or flags and never blocks.
+  a subshell thread; each is checked against its declared type (``wire.py``),
+  and the handler only enqueues or flags and never blocks.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import reprlib
 import threading
 import weakref
 from collections.abc import Callable, Sequence
@@ -63,10 +63,12 @@ from .protocol import (
     LoadingMeta,
     MessageMeta,
     MessageState,
+    ViewMsg,
     delta_key,
 )
 from .reply import Reply, run_reply
 from .runtime import widget_css, widget_esm, widget_runtime_ref
+from .wire import BadViewMessage, ViewMessageFilter, parse_view_msg
 
 log = logging.getLogger("nbstream")
 
@@ -528,31 +530,28 @@ class StreamingWidget(anywidget.AnyWidget):
     def _ask(self, text: str) -> None:
         """The view's Send: widgets with an input box ask their source(s) ``text``."""
 
-    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        """Handle a user command from the view; True if handled (subclasses extend).
+    def _on_command(self, msg: ViewMsg) -> bool:
+        """Handle a user command from the view (checked against its type); True if
+        handled (subclasses extend).
 
-        Raise :class:`BadViewMessage` for a command whose fields are wrong.
+        Raise :class:`~nbstream.widgets.wire.BadViewMessage` for a command that names
+        what this widget does not have, or whose text is blank.
         """
-        if kind == "send":
-            text = content.get("text")
-            if not isinstance(text, str):
-                raise BadViewMessage("send without a str text")
-            if len(text) > MAX_VIEW_TEXT:
-                raise BadViewMessage(f"send of more than {MAX_VIEW_TEXT} characters")
-            if not text.strip():
+        if msg["kind"] == "send":
+            if not msg["text"].strip():
                 raise BadViewMessage("send of a blank text")
-            self._ask(text)
+            self._ask(msg["text"])
             return True
-        if kind == "stop":
-            rid = content.get("id")
+        if msg["kind"] == "stop":
+            rid = msg.get("id")
             if rid is None:
                 self.stop()
-            elif not isinstance(rid, str) or not self._knows(rid):
+            elif not self._knows(rid):
                 raise BadViewMessage("stop for an unknown id")
             else:
                 self.stop(rid)
             return True
-        if kind == "clear":
+        if msg["kind"] == "clear":
             self.clear()
             return True
         return False
@@ -563,75 +562,22 @@ class StreamingWidget(anywidget.AnyWidget):
 
     def _on_view_msg(self, _widget: Any, content: Any, _buffers: Sequence[Any]) -> None:
         # main thread or a subshell thread: enqueue or flag, never block. The view is
-        # not trusted: a message of the wrong shape is ignored (logged once per reason)
+        # not trusted: a message that does not fit its type is ignored (wire.py)
         try:
-            if not isinstance(content, dict):
-                raise BadViewMessage("content is not a dict")
-            kind = content.get("kind")
-            if kind == "hello":
+            msg = parse_view_msg(content)
+            if msg["kind"] == "hello":
                 self._pump.hello(self._channel)
-            elif kind == "resync":
-                rid, have = content.get("id"), content.get("have", 0)
-                if not (isinstance(rid, str) and len(rid) <= MAX_VIEW_ID):
-                    raise BadViewMessage("resync without a valid id")
-                if isinstance(have, bool) or not isinstance(have, int) or not 0 <= have <= MAX_SEQ:
-                    raise BadViewMessage("resync with an invalid have")
-                self._pump.resync(self._channel, rid, have)
-            elif kind == "ack":
-                rid, seq, ms = content.get("id"), content.get("seq"), content.get("render_ms", 0.0)
-                if not (isinstance(rid, str) and len(rid) <= MAX_VIEW_ID):
-                    raise BadViewMessage("ack without a valid id")
-                if isinstance(seq, bool) or not isinstance(seq, int) or not 0 < seq <= MAX_SEQ:
-                    raise BadViewMessage("ack with an invalid seq")
-                if (isinstance(ms, bool) or not isinstance(ms, (int, float))
-                        or not 0 <= ms <= MAX_RENDER_MS):
-                    raise BadViewMessage("ack with an invalid render_ms")
-                self._pump.ack(self._channel, rid, seq, float(ms))
-            elif not isinstance(kind, str):
-                raise BadViewMessage("message without a str kind")
-            elif not self._on_command(kind, content):
-                raise BadViewMessage("unknown kind")
+            elif msg["kind"] == "resync":
+                self._pump.resync(self._channel, msg["id"], msg.get("have", 0))
+            elif msg["kind"] == "ack":
+                self._pump.ack(self._channel, msg["id"], msg["seq"],
+                               float(msg.get("render_ms", 0.0)))
+            elif not self._on_command(msg):
+                raise BadViewMessage(f"{msg['kind']}: not a command of {type(self).__name__}")
         except BadViewMessage as bad:
             self._ignored.note(str(bad), content)
         except Exception:
             log.exception("nbstream: handling a view message failed")
-
-
-#: bounds on what a view message may carry (larger ones are ignored)
-MAX_VIEW_TEXT = 1_000_000
-MAX_VIEW_ID = 256
-MAX_SEQ = 1 << 53
-MAX_RENDER_MS = 3_600_000.0
-
-
-class BadViewMessage(ValueError):
-    """A message from the view of the wrong shape (raised and caught inside the handler)."""
-
-
-class ViewMessageFilter:
-    """Counts the view messages a widget ignored; logs each reason once, at debug level.
-
-    Any thread (the handler runs on the main thread or a subshell thread).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._seen: set[str] = set()
-        self.count = 0
-
-    def note(self, reason: str, content: object) -> None:
-        with self._lock:
-            self.count += 1
-            first = reason not in self._seen
-            self._seen.add(reason)
-        if first:
-            log.debug("nbstream: ignored a view message (%s): %s; later ones like it are "
-                      "ignored silently", reason, reprlib.repr(content))
-
-    @property
-    def reasons(self) -> set[str]:
-        with self._lock:
-            return set(self._seen)
 
 
 def _weak_call(method: Callable[[], object]) -> Callable[[], object]:
