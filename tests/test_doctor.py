@@ -18,6 +18,7 @@ from nbstream.core.pump import ViewFigures, view_figures
 from nbstream.doctor import Report, detect_frontend, problems, warn_unsupported_frontend
 from nbstream.sources import ScriptedSource
 from nbstream.sources.transformers import default_model
+from nbstream.widgets import runtime
 
 doctor_module = sys.modules["nbstream.doctor"]
 
@@ -44,7 +45,7 @@ def plain_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # (channels are appended in order, so those made later are the tail)
     before = len(view_figures())
     monkeypatch.setattr(doctor_module, "view_figures", lambda: view_figures()[before:])
-    monkeypatch.setattr(doctor_module, "_running_in_marimo", lambda: False)
+    monkeypatch.setattr(doctor_module, "running_in_marimo", lambda: False)
 
 
 def titles(report: Report) -> str:
@@ -100,8 +101,10 @@ def test_old_marimo_is_flagged_and_warned_at_construction(
 ) -> None:
     fake_versions(monkeypatch, marimo=version)
     monkeypatch.setitem(sys.modules, "marimo", types.ModuleType("marimo"))
-    monkeypatch.setattr(doctor_module, "_running_in_marimo", lambda: True)
-    monkeypatch.setattr(doctor_module, "_warned", set())
+    monkeypatch.setattr(doctor_module, "running_in_marimo", lambda: True)
+    monkeypatch.setattr(runtime, "running_in_marimo", lambda: True)
+    monkeypatch.setattr(runtime, "_marimo_version", lambda: version)
+    monkeypatch.setattr(runtime, "_warned", set())
     report = nbstream.doctor()
     assert report.frontend == "marimo"
     assert ("marimo>=0.23.14" in " ".join(p.fix for p in report.problems)) is flagged
@@ -117,7 +120,8 @@ def test_old_marimo_is_flagged_and_warned_at_construction(
 
 def test_no_warning_outside_marimo(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_versions(monkeypatch, marimo="0.20.0")  # installed, but this is not a marimo run
-    monkeypatch.setattr(doctor_module, "_warned", set())
+    monkeypatch.setattr(runtime, "_marimo_version", lambda: "0.20.0")
+    monkeypatch.setattr(runtime, "_warned", set())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn_unsupported_frontend()

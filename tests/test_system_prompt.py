@@ -23,7 +23,7 @@ from nbstream import ChatWidget
 from nbstream.generation import GENERATION_OPTIONS, GenerationOptions, check_generation
 from nbstream.sources import ScriptedSource
 from nbstream.sources.base import ChatMessage, Emit, Source
-from nbstream.widgets.widget import reply_meta
+from nbstream.widgets.wire import reply_meta
 
 
 class Recording(Source):

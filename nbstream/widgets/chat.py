@@ -16,6 +16,7 @@ import traitlets
 
 from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..conversation import transcript
+from ..conversation.history import UserTurn
 from ..conversation.transcript import StoredMessage, Transcript
 from ..core.pieces import FINAL_STATUSES
 from ..generation import GenerationOptions, check_generation
@@ -23,7 +24,7 @@ from ..options import StreamOptions, Unpack, parse_options, with_options
 from ..sources.base import ChatMessage, Source
 from .protocol import ViewMsg
 from .reply import Reply
-from .widget import StreamingWidget, UserTurn
+from .widget import StreamingWidget
 from .wire import BadViewMessage
 
 log = logging.getLogger("nbstream")
@@ -177,8 +178,7 @@ class ChatWidget(StreamingWidget):
     def messages(self) -> list[dict[str, Any]]:
         """The conversation shown (the branch in view): ``[{"role", "content", "id",
         "status"}, ...]`` (a copy). :attr:`tree` has every branch."""
-        with self._lock:
-            entries = self._history()
+        entries = self._history.path()
         out: list[dict[str, Any]] = []
         for e in entries:
             if isinstance(e, UserTurn):
@@ -198,9 +198,7 @@ class ChatWidget(StreamingWidget):
         out: list[ChatMessage] = []
         if self.system_prompt:
             out.append({"role": "system", "content": self.system_prompt})
-        with self._lock:
-            entries = self._history()
-        for e in entries:
+        for e in self._history.path():
             if isinstance(e, UserTurn):
                 out.append({"role": "user", "content": e.text})
             else:
@@ -237,7 +235,8 @@ class ChatWidget(StreamingWidget):
         old one, which stays (the view shows ``< 2 / 2 >`` to switch); a last answer
         still running is stopped first."""
         with self._lock:
-            last = next((e for e in reversed(self._history()) if isinstance(e, Reply)), None)
+            last = next((e for e in reversed(self._history.path()) if isinstance(e, Reply)),
+                        None)
             if last is None:
                 return None
             last.cancel()
@@ -255,7 +254,7 @@ class ChatWidget(StreamingWidget):
                             f"chat.messages), got {type(index).__name__} {short(index)}")
         check_prompt(text, "edit")
         with self._lock:
-            shown = self._history()
+            shown = self._history.path()
             if not -len(shown) <= index < len(shown):
                 raise IndexError(f"edit(index={index}): the chat shows {len(shown)} messages")
             target = shown[index]
@@ -269,10 +268,10 @@ class ChatWidget(StreamingWidget):
         below it, the messages shown when it was last in view). Returns
         :attr:`messages`."""
         with self._lock:
-            if not isinstance(id, str) or id not in self._branches:
+            if not isinstance(id, str) or id not in self._history:
                 raise ValueError(f"switch_to(id={id!r}): no such message; the ids are in "
                                  "chat.tree")
-            self._wire.current = self._branches.show(id)
+            self._history.show(id)
         self._pump.publish(self._channel, [id])  # (a meta: what wakes the pump)
         return self.messages
 
@@ -298,8 +297,7 @@ class ChatWidget(StreamingWidget):
         return self.send(self.CONTINUE_PROMPT)
 
     def __repr__(self) -> str:
-        with self._lock:
-            n = len(self._history())
+        n = len(self._history.path())
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
 
     # -------------------------------------------------------------- internals
@@ -313,8 +311,8 @@ class ChatWidget(StreamingWidget):
     def _transcript(self, *, live_as_stopped: bool) -> Transcript:
         """Every message (each parent before its children) and the branch shown."""
         with self._lock:
-            entries = list(self._all)
-            current = self._branches.current
+            entries = self._history.entries()
+            current = self._history.current
         out: list[StoredMessage] = []
         for e in entries:
             if isinstance(e, UserTurn):
@@ -336,9 +334,7 @@ class ChatWidget(StreamingWidget):
             self.regenerate()
             return True
         if msg["kind"] == "switch":
-            with self._lock:
-                known = msg["id"] in self._branches
-            if not known:
+            if msg["id"] not in self._history:
                 raise BadViewMessage("switch to an unknown id")
             self.switch_to(msg["id"])
             return True
@@ -346,7 +342,7 @@ class ChatWidget(StreamingWidget):
             if not msg["text"].strip():
                 raise BadViewMessage("edit of a blank text")
             with self._lock:
-                target = self._wire.known.get(msg["id"])
+                target = self._history.get(msg["id"])
                 if not isinstance(target, UserTurn):
                     raise BadViewMessage("edit of an unknown or non-user message")
                 self._edit(target, msg["text"])
