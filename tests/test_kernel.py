@@ -21,6 +21,7 @@ from _wire import body_parts, delta_keys
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
+from nbstream.core.pieces import FINAL_STATUSES
 from nbstream.core.pump import DEFAULT_INTERVAL
 
 pytestmark = pytest.mark.kernel
@@ -64,7 +65,7 @@ def final_state(data: dict[str, Any], mid: str) -> dict[str, Any] | None:
     if data.get("method") != "update":
         return None
     e = data.get("state", {}).get(mid)
-    if isinstance(e, dict) and e.get("status") in ("done", "stopped", "error", "timeout"):
+    if isinstance(e, dict) and e.get("status") in FINAL_STATUSES:
         return e
     return None
 

@@ -28,6 +28,7 @@ from _wire import Wire, delta_keys
 
 from nbstream import ChatWidget
 from nbstream.core.loading import LoadingProgress, current_reporter, report_loading, reporting_to
+from nbstream.core.pieces import FINAL_STATUSES
 from nbstream.core.pump import Outgoing, Pump
 from nbstream.core.stream import LOADING_INTERVAL, Stream
 from nbstream.sources.base import ChatMessage, Emit, Source
@@ -353,8 +354,7 @@ def test_first_question_shows_the_conversion_before_the_first_text(
         elif msg["msg_type"] == "comm_msg" and content["data"].get("method") == "update":
             updates.append(content["data"]["state"])
             meta = content["data"]["state"].get("m2")
-            if isinstance(meta, dict) and meta["status"] in ("done", "stopped", "error",
-                                                             "timeout"):
+            if isinstance(meta, dict) and meta["status"] in FINAL_STATUSES:
                 break
     else:
         raise AssertionError(f"the reply did not end ({len(updates)} updates)")

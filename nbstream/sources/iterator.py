@@ -32,7 +32,7 @@ from typing import Any, cast
 
 from ..core.pieces import Outcome
 from .base import Cancelled, ChatMessage, Emit, Source
-from .think import ThinkSplitter, ThinkTags, splitting
+from .think import ThinkSplitter, ThinkTags, check_think_options, splitting
 
 #: what the function may return: pieces (``str`` or ``Reasoning``), and
 #: optionally an ``Outcome`` as the last item
@@ -46,7 +46,7 @@ class IteratorSource(Source):
                  label: str | None = None, think_tags: ThinkTags = False) -> None:
         _check_fn(fn)
         self.fn = fn
-        self.think_tags = _check_think_tags(think_tags)
+        self.think_tags, _ = check_think_options(think_tags, where="IteratorSource")
         self._label: str = label or str(getattr(fn, "__name__", "iterator"))
 
     @property
@@ -110,12 +110,6 @@ def _check_produced(produced: object, label: str) -> PieceSource:
 
 def _name(fn: object) -> str:
     return str(getattr(fn, "__qualname__", getattr(fn, "__name__", type(fn).__name__)))
-
-
-def _check_think_tags(value: Any) -> ThinkTags:
-    if value is None or isinstance(value, bool) or value == "opened":
-        return value  # type: ignore[no-any-return]
-    raise ValueError(f"think_tags must be True, False, None or 'opened', got {value!r}")
 
 
 

@@ -71,7 +71,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
 from .._version import __version__
 from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source, SourceError, ToolSchema
-from .think import ThinkSplitter, ThinkTags, splitting
+from .think import ThinkSplitter, ThinkTags, check_think_options, splitting
 
 if TYPE_CHECKING:
     from ..generation import GenerationOptions
@@ -151,12 +151,8 @@ class OpenAISource(Source):
                              f"got {base_url!r}")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
-            raise TypeError("chat_template_kwargs must be a dict, such as "
-                            "{'enable_thinking': False}")
-        if not (think_tags is None or isinstance(think_tags, bool) or think_tags == "opened"):
-            raise ValueError(f"think_tags must be True, False, None or 'opened', "
-                             f"got {think_tags!r}")
+        think_tags, template_kwargs = check_think_options(think_tags, chat_template_kwargs,
+                                                          where="OpenAISource")
         clash = sorted(_RESERVED & request_options.keys())
         if clash:
             raise TypeError(f"OpenAISource sets {', '.join(clash)} itself; "
@@ -173,7 +169,7 @@ class OpenAISource(Source):
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.concurrency = concurrency
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.chat_template_kwargs = template_kwargs
         self.think_tags: ThinkTags = think_tags
         # set once a server refused stream_options: never sent again by this source
         self._no_usage_option = False

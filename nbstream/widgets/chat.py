@@ -21,7 +21,7 @@ from ..conversation.transcript import StoredMessage, Transcript
 from ..core.pieces import FINAL_STATUSES
 from ..generation import GenerationOptions, check_generation
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import ChatMessage, Source
+from ..sources.base import ChatMessage, Source, check_source
 from .protocol import ViewMsg
 from .reply import Reply
 from .widget import StreamingWidget
@@ -36,15 +36,8 @@ def resolve_source(source: Source | None, where: str = "ChatWidget") -> Source:
         from ..sources.transformers import TransformersSource
 
         return TransformersSource()
-    if not isinstance(source, Source):
-        hint = ""
-        if callable(source):
-            hint = "; wrap a function in IteratorSource"
-        elif hasattr(source, "__iter__") or hasattr(source, "__aiter__"):
-            hint = "; to show an iterable of str use nbstream.stream()"
-        raise TypeError(f"{where}(source=...) must be a nbstream Source (or None for the "
-                        f"embedded model), got {type(source).__name__} {short(source)}{hint}")
-    return source
+    return check_source(source, f"{where}(source=...)",
+                        also=" (or None for the embedded model)")
 
 
 class ChatWidget(StreamingWidget):

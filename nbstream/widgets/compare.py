@@ -16,7 +16,7 @@ import traitlets
 
 from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import Source
+from ..sources.base import Source, check_source
 from .protocol import ViewMsg
 from .reply import Reply
 from .widget import StreamingWidget
@@ -60,9 +60,7 @@ class Compare(StreamingWidget):
         if len(sources) < 2:
             raise ValueError("Compare(sources=...) needs at least two sources")
         for i, s in enumerate(sources):
-            if not isinstance(s, Source):
-                raise TypeError(f"Compare(sources=...): item {i} must be a nbstream Source, "
-                                f"got {type(s).__name__} {short(s)}")
+            check_source(s, f"Compare(sources=...): item {i}")
         if prompt is not None:
             check_prompt(prompt, "Compare")
         if labels is not None and (isinstance(labels, (str, bytes))
