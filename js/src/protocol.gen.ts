@@ -296,6 +296,34 @@ export interface PaneInfo {
   label: string;
 }
 /**
+ * Debugging switches of a widget's views (its `debug` trait), each absent as
+ * shipped. Benchmarks set them to measure the previous ways side by side with
+ * the shipped ones (`benchmarks/browser_*.py`); a view reads them when it
+ * renders. A new switch is one more field here (and its use in the view).
+ */
+export interface ViewDebug {
+  /**
+   * `"full"`: re-render an answer's whole Markdown each frame (the naive way),
+   * instead of only its open block (`"incremental"`)
+   */
+  markdown?: "full" | "incremental";
+  /**
+   * `"every-frame"`: acknowledge every frame that rendered deltas (the previous
+   * way) instead of sparse rounds (`"sparse"`, js/src/frame.ts)
+   */
+  acks?: "every-frame" | "sparse";
+  /**
+   * the least time between two rounds of acks, ms (an experiment; the shipped gap
+   * is js/src/frame.ts ACK_GAP_MS)
+   */
+  ack_gap_ms?: number;
+  /**
+   * `"at-once"`: let a Markdown block skip layout in the frame it was first laid
+   * out (the previous way), instead of in batches (`"batched"`, js/src/sized.ts)
+   */
+  sized?: "at-once" | "batched";
+}
+/**
  * The synced traits a view reads (any of them may be absent), besides the
  * per-message keys `m<i>` and `m<i>.<s>`.
  */
@@ -334,6 +362,10 @@ export interface ViewTraits {
    * the system prompt (null: none)
    */
   system_prompt: string | null;
+  /**
+   * debugging switches (`ViewDebug`); `{}` as shipped
+   */
+  debug: ViewDebug;
 }
 
 /** Statuses after which a message never changes again. */

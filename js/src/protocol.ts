@@ -39,6 +39,7 @@ import type {
   PaneInfo,
   Role,
   Status,
+  ViewDebug,
   ViewTraits,
 } from "./protocol.gen";
 import { FINAL_STATUSES as FINAL_STATUS_LIST } from "./protocol.gen";
@@ -66,6 +67,7 @@ export type {
   StopMsg,
   SwitchMsg,
   SystemPromptMsg,
+  ViewDebug,
   ViewMsg,
   ViewTraits,
 } from "./protocol.gen";
@@ -189,6 +191,31 @@ export function toLoadingMeta(x: unknown): LoadingMeta | null {
 
 function optionalString(x: unknown): string | null {
   return typeof x === "string" ? x : null;
+}
+
+/**
+ * The `debug` trait, checked: the switches it sets to a value this view knows
+ * (see {@link ViewDebug}); anything else is left as shipped.
+ */
+export function toViewDebug(x: unknown): ViewDebug {
+  const out: ViewDebug = {};
+  if (!isRecord(x)) {
+    return out;
+  }
+  if (x.markdown === "full" || x.markdown === "incremental") {
+    out.markdown = x.markdown;
+  }
+  if (x.acks === "every-frame" || x.acks === "sparse") {
+    out.acks = x.acks;
+  }
+  const gap = x.ack_gap_ms;
+  if (typeof gap === "number" && Number.isFinite(gap) && gap >= 0) {
+    out.ack_gap_ms = gap;
+  }
+  if (x.sized === "at-once" || x.sized === "batched") {
+    out.sized = x.sized;
+  }
+  return out;
 }
 
 /** The `mode` trait, checked: an unknown or absent mode lays out as a chat. */

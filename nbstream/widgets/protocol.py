@@ -318,6 +318,26 @@ class PaneInfo(TypedDict):
     label: str
 
 
+class ViewDebug(TypedDict, total=False):
+    """Debugging switches of a widget's views (its ``debug`` trait), each absent as
+    shipped. Benchmarks set them to measure the previous ways side by side with
+    the shipped ones (``benchmarks/browser_*.py``); a view reads them when it
+    renders. A new switch is one more field here (and its use in the view)."""
+
+    #: ``"full"``: re-render an answer's whole Markdown each frame (the naive way),
+    #: instead of only its open block (``"incremental"``)
+    markdown: Literal["incremental", "full"]
+    #: ``"every-frame"``: acknowledge every frame that rendered deltas (the previous
+    #: way) instead of sparse rounds (``"sparse"``, js/src/frame.ts)
+    acks: Literal["sparse", "every-frame"]
+    #: the least time between two rounds of acks, ms (an experiment; the shipped gap
+    #: is js/src/frame.ts ACK_GAP_MS)
+    ack_gap_ms: Annotated[float, Meta(ge=0, le=60_000)]
+    #: ``"at-once"``: let a Markdown block skip layout in the frame it was first laid
+    #: out (the previous way), instead of in batches (``"batched"``, js/src/sized.ts)
+    sized: Literal["batched", "at-once"]
+
+
 class ViewTraits(TypedDict):
     """The synced traits a view reads (any of them may be absent), besides the
     per-message keys ``m<i>`` and ``m<i>.<s>``."""
@@ -340,6 +360,8 @@ class ViewTraits(TypedDict):
     panes: list[PaneInfo]
     #: the system prompt (null: none)
     system_prompt: str | None
+    #: debugging switches (:class:`ViewDebug`); ``{}`` as shipped
+    debug: ViewDebug
 
 
 #: older kernels' trait that held the whole conversation (a list of :class:`MessageState`)
@@ -359,7 +381,7 @@ GENERATED: tuple[Any, ...] = (
     Status, FinishReason, PartType, Role, Mode, DeltaBody, LoadingMeta, MessageMeta,
     MessageState, DeltaMsg, SendMsg, StopMsg, RegenerateMsg, ClearMsg, ContinueMsg,
     SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ResyncMsg, AckMsg, ViewMsg, PaneInfo,
-    ViewTraits,
+    ViewDebug, ViewTraits,
 )
 #: ... and these constants
 GENERATED_CONSTANTS = ("FINAL_STATUSES", "PART_TYPES", "STATE_TRAIT", "LAST_ID_KEY",

@@ -55,6 +55,7 @@ from .wire import (
     Entry,
     ViewMessageFilter,
     WireEncoder,
+    check_view_debug,
     message_state,
     parse_view_msg,
 )
@@ -95,6 +96,19 @@ class StreamingWidget(anywidget.AnyWidget):
     @traitlets.validate("system_prompt")
     def _check_system_prompt(self, proposal: Any) -> str | None:
         return check_system_prompt(proposal["value"], type(self).__name__, attribute=True)
+
+    #: debugging switches of the views (:class:`~nbstream.widgets.protocol.ViewDebug`):
+    #: ``{"markdown": "full"}`` re-renders the whole answer each frame, ``{"acks":
+    #: "every-frame"}`` acknowledges every frame, ``{"ack_gap_ms": 250}`` sets the least
+    #: gap between rounds of acks, ``{"sized": "at-once"}`` lets blocks skip layout in
+    #: the frame they were laid out: the previous ways, which the benchmarks measure
+    #: side by side with the shipped ones. ``{}`` (as shipped) by default; checked when
+    #: set; a view reads it when it renders (set it before the widget is shown).
+    debug = traitlets.Dict().tag(sync=True)
+
+    @traitlets.validate("debug")
+    def _check_debug(self, proposal: Any) -> dict[str, Any]:
+        return dict(check_view_debug(proposal["value"], f"{type(self).__name__}.debug"))
 
     def __init__(self, *, title: str = "", options: Options | None = None,
                  **traits: Any) -> None:

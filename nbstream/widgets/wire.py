@@ -50,6 +50,7 @@ from .protocol import (
     LoadingMeta,
     MessageMeta,
     MessageState,
+    ViewDebug,
     ViewMsg,
     delta_key,
 )
@@ -96,6 +97,29 @@ def parse_view_msg(content: object) -> ViewMsg:
     except msgspec.ValidationError as exc:
         raise BadViewMessage(f"{kind}: {exc}") from None
     return msg
+
+
+def check_view_debug(value: object, where: str) -> ViewDebug:
+    """``value`` as a widget's ``debug`` switches (:class:`~nbstream.widgets.protocol.ViewDebug`);
+    a :class:`ValueError` (an unknown switch, naming the known ones, or a value out of
+    range) or :class:`TypeError` (not a dict, a value of the wrong type) naming
+    ``where``."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{where} must be a dict of debugging switches such as "
+                        f"{{'markdown': 'full'}}, got {type(value).__name__} "
+                        f"{reprlib.repr(value)}")
+    known = typing.get_type_hints(ViewDebug)
+    unknown = sorted(str(k) for k in value if k not in known)
+    if unknown:
+        raise ValueError(f"{where}: unknown switch {', '.join(map(repr, unknown))}; the "
+                         f"switches are {', '.join(known)}")
+    try:
+        checked: ViewDebug = msgspec.convert(value, ViewDebug)
+    except msgspec.ValidationError as exc:
+        kind = TypeError if str(exc).startswith("Expected `") and "`, got `" in str(exc) \
+            else ValueError
+        raise kind(f"{where}: {exc}") from None
+    return checked
 
 
 def _json_type(value: object) -> str:
