@@ -5,6 +5,7 @@ created mid-stream, a lost delta, removals, turn after turn)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -66,9 +67,11 @@ def test_reasoning_is_a_part_apart_from_the_answer_live_and_final() -> None:
     wire = Wire(w)
     r = w.send("q")
     wait_until(lambda: r.reasoning == "Let me think. ", 10)
+    thinking_seen = time.monotonic()  # the streams' clock: the pump's, time.monotonic
     assert r.text == "" and r.finish_reason is None  # live: no answer, no end yet
     shown = wait_until(lambda: [e for e in wire.shown() if e["id"] == r.id and e["reasoning"]])
     assert shown[0]["reasoning"] == "Let me think. " and shown[0]["text"] == ""
+    gate_opened = time.monotonic()
     gate.set()
     assert r.wait(10) == "The answer."
     assert r.reasoning == "Let me think. Done thinking."
@@ -81,7 +84,10 @@ def test_reasoning_is_a_part_apart_from_the_answer_live_and_final() -> None:
     assert bodies[0] == [["reasoning", "Let me think. "]]
     assert w.conversation[-1]["reasoning"] == "Let me think. Done thinking."
     stats = r.stats
-    assert stats["reasoning_chars"] == len(r.reasoning) and stats["reasoning_ms"] >= 0
+    assert stats["reasoning_chars"] == len(r.reasoning)
+    # thinking began before the test saw its first piece and lasted until the answer,
+    # which could only come after the gate opened
+    assert (gate_opened - thinking_seen) * 1000 <= stats["reasoning_ms"] <= stats["duration_ms"]
     assert "reasoning_ms" in e["stats"]
 
 

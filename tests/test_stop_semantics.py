@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 import pytest
 from _held import Held
-from _kernel import shell_reply, value
+from _kernel import iopub, shell_reply, value
 from _wait import wait_until
 from _wire import send_from_view
 
@@ -187,8 +187,6 @@ def announce_wait():
 
 @pytest.mark.kernel
 def test_a_kernel_interrupt_during_wait_stops_the_queued_reply_too() -> None:
-    import queue
-
     from jupyter_client.manager import start_new_kernel
 
     km, kc = start_new_kernel(kernel_name="python3", env={"HF_HUB_OFFLINE": "1"})
@@ -199,11 +197,7 @@ def test_a_kernel_interrupt_during_wait_stops_the_queued_reply_too() -> None:
         assert value(kc, "r2.status") == "queued"
         msg_id = kc.execute("threading.Thread(target=announce_wait).start()\nr1.wait()")
         # interrupt once the kernel is blocked in wait() (a thread there says so)
-        while True:
-            try:
-                msg = kc.get_iopub_msg(timeout=30)
-            except queue.Empty as exc:
-                raise AssertionError("the cell never reached wait()") from exc
+        for msg in iopub(kc, 30, "IN-WAIT: the cell in wait()"):
             if msg["msg_type"] == "stream" and "IN-WAIT" in msg["content"]["text"]:
                 break
         km.interrupt_kernel()

@@ -32,7 +32,9 @@ def test_trace_accounts_for_every_character_and_orders_stages() -> None:
     for d in tr.deltas:
         assert d.produced <= d.sent  # text waits in the buffer, never the other way
     rows = tr.rows()
-    assert len(rows) == len(tr.deltas) and rows[0]["buffer_wait_ms"] >= 0
+    # a row per delta, with how long its first piece waited in the buffer
+    assert [(row["seq"], row["chars"], row["buffer_wait_ms"]) for row in rows] == [
+        (d.seq, d.chars, round((d.sent - d.produced) * 1000, 2)) for d in tr.deltas]
     stats = r.stats
     assert stats["pieces"] == 200 and stats["chars"] == len(TEXT)
     assert stats["flushes"] == len(tr.deltas)

@@ -1,5 +1,5 @@
 // Browser benchmark of Markdown streaming (benchmarks/browser_markdown.py runs
-// it; tests/test_browser_frontend.py runs a short one). Not a timed test: it
+// it; tests/test_browser_rendering.py runs a short one). Not a timed test: it
 // reports figures.
 //
 // The notebook's cell 0 shows a ChatWidget on a ScriptedSource that types a
