@@ -62,9 +62,10 @@ test: setup chromium browser-deps  ## everything, then the JS unit tests and the
 	$(OFFLINE) $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
 	exit $$status
 
-test-fast: setup  ## the inner loop, under a minute: unit tests and JS tests side by side (no kernel, browser, model, server)
+test-fast: setup  ## the inner loop, under a minute: unit and JS tests side by side (no kernel, browser, model, server, exhaustive JS)
 	@status=0; js_log=$$(mktemp); \
-	( cd js && npm run --if-present test -- --reporter=dot ) > "$$js_log" 2>&1 & js=$$!; \
+	( cd js && npm run --if-present test -- --reporter=dot --exclude "tests/**/*.exhaustive.test.ts" ) \
+		> "$$js_log" 2>&1 & js=$$!; \
 	$(OFFLINE) $(PY) -m pytest -q tests -m "$(FAST_MARKERS)" || status=$$?; \
 	wait $$js || status=$$?; \
 	echo "--- JS tests (vitest)"; cat "$$js_log"; rm -f "$$js_log"; \
