@@ -197,7 +197,9 @@ def typescript() -> str:
     lines = [HEADER, types.strip(), ""]
     for name, value in constants.items():
         doc = docs_of_constant(name)
-        if doc:
+        if "\n" in doc:
+            lines += ["/**", *(f" * {line}" for line in doc.splitlines()), " */"]
+        elif doc:
             lines.append(f"/** {doc} */")
         if isinstance(value, (list, tuple)):
             lines.append(f"export const {name} = {json.dumps(list(value))} as const;")

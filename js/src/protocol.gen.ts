@@ -370,7 +370,10 @@ export interface ViewTraits {
 
 /** Statuses after which a message never changes again. */
 export const FINAL_STATUSES = ["done", "error", "stopped", "timeout"] as const;
-/** what travels in the parts of a message */
+/**
+ * Every part type, in the order a view shows a message's parts (a new type is added
+ * to `PartType` and here).
+ */
 export const PART_TYPES = ["reasoning", "answer"] as const;
 /** older kernels' trait that held the whole conversation (a list of `MessageState`) */
 export const STATE_TRAIT = "conversation";

@@ -63,7 +63,16 @@ from typing import Any, NamedTuple
 from .defaults import DEFAULT_INTERVAL, DEFAULT_MAX_PENDING
 from .figures import Figures, Flush
 from .loading import LoadingProgress
-from .pieces import FINAL_STATUSES, Cancelled, FinishReason, Outcome, PartType, Status, part_type
+from .pieces import (
+    FINAL_STATUSES,
+    PART_TYPES,
+    Cancelled,
+    FinishReason,
+    Outcome,
+    PartType,
+    Status,
+    part_type,
+)
 
 __all__ = ["LOADING_INTERVAL", "Body", "Clock", "Delta", "Flush", "Limits", "Stream",
            "body_runs", "body_text", "make_body"]
@@ -148,21 +157,23 @@ class Stream:
     Set at construction and never changed: ``id``, ``max_pending``,
     ``limits``, ``created_at``, the clock, ``cancel_event``; ``restored`` (by
     :meth:`from_parts`, before the stream is shared). Set by the pump in
-    :meth:`attach`, before the reply is launched: ``on_wake``, ``on_status``.
-    Guarded by ``_cond``, written by the producer: the pending pieces
-    (``_pending``, ``_pending_chars``, ``_pending_since``), the texts by part
-    (``_texts``), a live status (``_status`` through :meth:`set_status`),
+    :meth:`attach`, under ``_cond``, before the reply is launched: ``on_wake``,
+    ``on_status``, ``_attached``. Thread-safe themselves: the events
+    ``cancel_event``, ``_done``, ``_final_sent``.
+    Every other field is guarded by ``_cond``; who writes it: the producer
+    appends pieces (``_pending``, ``_pending_chars``, ``_pending_since``,
+    ``_texts``) and sets a live status (``_status``: :meth:`set_status`),
     ``started_at``, ``_finishing``, the error (``_error``, ``_error_text``,
     ``_detail``), the loading report (``_loading``, ``_loading_made``) and the
-    outcome (``_outcome``). Guarded by ``_cond``, written by the pump: the
-    deltas (``_sent``, ``_sent_chars``, ``_seq``, ``_handed``,
-    ``_last_flush``), the acknowledged count (``_acked``), the loading reports
-    sent (``_loading_sent``, ``_loading_sent_at``), the flow control
-    (``_interval``, ``_window``: :meth:`set_flow`), the final status (``_final``,
-    ``_status``, ``ended_at``: :meth:`settle`). Guarded by ``_cond``, written by
-    any thread: a stop's final status (:meth:`cancel`). ``_figures`` is written
-    by the producer (pieces, backpressure, tokens) and the pump (deltas, acks,
-    bytes), under ``_cond``.
+    outcome (``_outcome``); the pump moves the pending pieces into deltas
+    (``_sent``, ``_sent_chars``, ``_seq``, ``_handed``, ``_last_flush``),
+    counts acks (``_acked``), sends loading reports (``_loading_sent``,
+    ``_loading_sent_at``), sets the flow control (``_interval``, ``_window``:
+    :meth:`set_flow`) and makes an ended stream final (``_final``,
+    ``_status``, ``ended_at``: :meth:`settle`); any thread's :meth:`cancel`
+    discards the pending pieces and makes the stream final. ``_figures`` is
+    recorded into by the producer (pieces, backpressure, tokens) and the pump
+    (deltas, acks, bytes).
     """
 
     def __init__(
@@ -194,7 +205,7 @@ class Stream:
         self._sent: list[Body] = []
         self._sent_chars = 0
         #: text of each part type, sent or pending (what ``text`` / ``reasoning`` read)
-        self._texts: dict[PartType, list[str]] = {"answer": [], "reasoning": []}
+        self._texts: dict[PartType, list[str]] = {kind: [] for kind in PART_TYPES}
         self._pending: list[str] = []  # pieces, with their types (Reasoning or str)
         self._pending_chars = 0
         self._pending_since = 0.0

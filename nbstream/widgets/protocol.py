@@ -94,14 +94,14 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from msgspec import Meta
 
-from ..core.pieces import FINAL_STATUSES, FinishReason, PartType, Status
+from ..core.pieces import FINAL_STATUSES, PART_TYPES, FinishReason, PartType, Status
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired
 else:  # pragma: no cover
     from typing_extensions import NotRequired
 
-__all__ = ["FINAL_STATUSES", "Status"]  # re-exported: the wire carries them
+__all__ = ["FINAL_STATUSES", "PART_TYPES", "Status"]  # re-exported: the wire carries them
 
 Role = Literal["user", "assistant", "system"]
 
@@ -372,8 +372,6 @@ LAST_ID_KEY = "last_id"
 CURRENT_KEY = "current"
 LIVE_KEY = "live"
 REMOVED_KEY = "removed"
-#: what travels in the parts of a message
-PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer")
 
 #: what ``scripts/gen_protocol.py`` writes to ``js/src/protocol.gen.ts``: these types
 #: (and every type they name) ...
