@@ -227,7 +227,6 @@ await scenario(async ({ page, params, log }) => {
   const duringStat = stat(ms(during));
   return {
     frontend,
-    options,
     status,
     open_ms: openMs,
     chars,
