@@ -1,7 +1,7 @@
 """A widget whose last view left the page stops what it runs (#22 item 4: closing the tab).
 
 Views say hello (with their own id) when rendered and bye when removed from the page
-(widgets/widget.py ViewRoster). The last bye starts a grace period; another hello
+(widgets/presence.py). The last bye starts a grace period; another hello
 within it keeps everything running, as after a re-rendered output. A page that
 reloads or whose messages are lost says nothing: nothing is stopped for it.
 """
@@ -13,16 +13,17 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 from _wait import wait_until
+from _wire import send_from_view
 
 from nbstream import ChatWidget
 from nbstream.core.pieces import ChatMessage
 from nbstream.sources import IteratorSource
-from nbstream.widgets import widget as widget_module
+from nbstream.widgets import presence
 
 
 @pytest.fixture(autouse=True)
 def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(widget_module, "VIEW_GONE_GRACE", 0.3)
+    monkeypatch.setattr(presence, "VIEW_GONE_GRACE", 0.3)
 
 
 def endless() -> tuple[ChatWidget, threading.Event]:
@@ -37,7 +38,7 @@ def endless() -> tuple[ChatWidget, threading.Event]:
 
 
 def view(w: ChatWidget, kind: str, view_id: str) -> None:
-    w._on_view_msg(w, {"kind": kind, "view": view_id}, [])
+    send_from_view(w, {"kind": kind, "view": view_id})
 
 
 def test_the_last_view_gone_stops_the_running_reply() -> None:
@@ -95,7 +96,7 @@ def test_bad_view_ids_are_ignored() -> None:
     try:
         for bad in ({"kind": "bye"}, {"kind": "bye", "view": 3}, {"kind": "bye", "view": ""},
                     {"kind": "hello", "view": "x" * 1000}):
-            w._on_view_msg(w, bad, [])
+            send_from_view(w, bad)
         assert w._ignored.count == 4
     finally:
         gate.set()
