@@ -41,11 +41,13 @@ import type {
   Status,
   ViewDebug,
   ViewTraits,
+  WelcomeMsg,
 } from "./protocol.gen";
 import { FINAL_STATUSES as FINAL_STATUS_LIST } from "./protocol.gen";
 
 export type {
   AckMsg,
+  ByeMsg,
   ClearMsg,
   ContinueMsg,
   DeltaBody,
@@ -70,6 +72,7 @@ export type {
   ViewDebug,
   ViewMsg,
   ViewTraits,
+  WelcomeMsg,
 } from "./protocol.gen";
 export {
   CURRENT_KEY,
@@ -102,6 +105,11 @@ function isRecord(x: unknown): x is Record<string, unknown> {
 
 function isSeq(x: unknown): x is number {
   return typeof x === "number" && Number.isInteger(x) && x >= 0;
+}
+
+/** Whether a custom message from the kernel is a {@link WelcomeMsg} (connection.ts). */
+export function isWelcomeMsg(x: unknown): x is WelcomeMsg {
+  return isRecord(x) && x.kind === "welcome";
 }
 
 /** A well-formed delta, or false for anything else the kernel might send. */
