@@ -38,7 +38,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from browser_markdown import notebook_cells, run_node  # noqa: E402
+from browser_markdown import debug_line, notebook_cells, run_node  # noqa: E402
 
 MODES = ("lazy", "at-once")
 HISTORY = (
@@ -48,18 +48,25 @@ HISTORY = (
 )
 
 
-def open_cell(n: int) -> str:
+def mode_debug(mode: str) -> dict[str, Any]:
+    """The widget's ``debug`` switches for ``mode``: "lazy" as shipped, "at-once" the
+    previous way (ViewDebug.lazy in nbstream/widgets/protocol.py)."""
+    return {"lazy": "off"} if mode == "at-once" else {}
+
+
+def open_cell(n: int, mode: str) -> str:
     return (
         HISTORY + "from nbstream import ChatWidget\n"
         "from nbstream.sources import ScriptedSource\n"
         f"chat = ChatWidget(ScriptedSource('ok'), messages=history({n}))\n"
+        f"{debug_line('chat', mode_debug(mode))}"
         "chat"
     )
 
 
-def stream_cells(n: int, pieces: int, rate: float, timeline: str) -> list[str]:
+def stream_cells(n: int, mode: str, pieces: int, rate: float, timeline: str) -> list[str]:
     """browser_markdown's notebook (the same answer, the same timeline cell), with a history."""
-    cells = notebook_cells(pieces, rate, timeline)
+    cells = notebook_cells(pieces, rate, timeline, debug=mode_debug(mode))
     plain = f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}))"
     assert plain in cells[0], "browser_markdown.notebook_cells changed: update this benchmark"
     if n > 0:
@@ -153,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
                             continue  # 100 and 5,000: one round (DOM and heap; slow at once)
                         for mode in (modes if rnd % 2 == 0 else modes[::-1]):
                             k += 1
-                            path = lab.write_notebook(f"open-{k}.ipynb", [open_cell(n)])
+                            path = lab.write_notebook(f"open-{k}.ipynb", [open_cell(n, mode)])
                             loads.append(os.getloadavg()[0])
                             try:
                                 r = run_node(lab, "long_chat_bench", {
@@ -175,14 +182,14 @@ def main(argv: list[str] | None = None) -> int:
                             continue
                         k += 1
                         timeline = f"stream-{k}.timeline.json"
-                        path = lab.write_notebook(f"stream-{k}.ipynb",
-                                                  stream_cells(n, args.pieces, args.rate, timeline))
+                        path = lab.write_notebook(
+                            f"stream-{k}.ipynb",
+                            stream_cells(n, mode, args.pieces, args.rate, timeline))
                         loads.append(os.getloadavg()[0])
                         params: dict[str, Any] = {"notebook": path, "timeline": timeline,
                                                   "mode": "incremental", "timeout_ms": 300_000}
                         if n:
-                            params.update(settle_count=n, settle_ms=3000, lazy=(
-                                "off" if mode == "at-once" else None))
+                            params.update(settle_count=n, settle_ms=3000)
                         try:
                             r = run_node(lab, "markdown_bench", params, timeout=600)
                         finally:

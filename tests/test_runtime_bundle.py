@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from _wait import wait_until
+from _wire import send_from_view
 
 import nbstream.widgets.runtime as rt_mod
 from nbstream import ChatWidget
@@ -65,6 +66,7 @@ def test_each_widget_carries_a_small_loader_and_no_css() -> None:
 
 
 @needs_bundle
+@pytest.mark.kernel  # nbclient runs the notebooks in real kernels
 def test_saved_notebook_stores_the_bundle_once() -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     import saved_notebook as sn
@@ -149,12 +151,16 @@ def test_a_loaded_history_sends_its_chunks_and_a_view_may_ask() -> None:
         rt = shared_runtime()
         wait_until(lambda: "math" in rt.chunks, timeout=10, message="the math chunk was not sent")
         assert "highlight" not in rt.chunks
-        # a view that meets a code block asks; an unknown chunk or a wrong shape is ignored
-        rt._on_view_msg(rt, {"kind": "chunk", "name": "nope"}, [])
-        rt._on_view_msg(rt, ["chunk"], [])
+        # a view that meets a code block asks; an unknown chunk, a wrong shape or
+        # another kind of message is ignored (checked by wire.parse_view_msg) and counted
+        send_from_view(rt, {"kind": "chunk", "name": "nope"})
+        send_from_view(rt, ["chunk"])
+        send_from_view(rt, {"kind": "send", "text": "hi"})
         assert "highlight" not in rt.chunks
-        rt._on_view_msg(rt, {"kind": "chunk", "name": "highlight"}, [])
+        assert rt._ignored.count == 3
+        send_from_view(rt, {"kind": "chunk", "name": "highlight"})
         assert rt.chunks["highlight"] == (STATIC / "highlight.js").read_text()
+        assert rt._ignored.count == 3
         with pytest.raises(ValueError, match="unknown chunk"):
             rt.provide("nope")
         assert rt.provide("math") is False  # sent once

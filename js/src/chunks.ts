@@ -27,8 +27,10 @@
  * through the sanitizer. Runs on the browser's main thread only.
  */
 
-/** The chunks there are. */
-export type ChunkName = "math" | "highlight";
+import type { ChunkMsg, ChunkName } from "./protocol";
+
+/** The chunks there are (declared in nbstream/widgets/protocol.py). */
+export type { ChunkName };
 
 /** What the math chunk exports (chunks/math.ts). */
 export interface MathChunk {
@@ -185,7 +187,8 @@ const runtimeHost: ChunkHost = {
     }
     for (const runtime of runtimes) {
       try {
-        runtime.send({ kind: "chunk", name });
+        const msg: ChunkMsg = { kind: "chunk", name };
+        runtime.send(msg);
       } catch {
         // a saved page with no kernel: nothing can answer
       }

@@ -40,6 +40,7 @@ import { mathMisses } from "./math";
 import { FINAL_STATUSES } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
+import type { SizedMode } from "./sized";
 import { isWaiting, LiveRate, statusLabel, statusTitle } from "./status";
 import { TextSink } from "./text";
 
@@ -50,6 +51,8 @@ export interface ListOptions {
   /** where closed code blocks get highlighted; null: never */
   highlighter: Highlighter | null;
   markdown: MarkdownMode;
+  /** how laid-out blocks skip layout (sized.ts; "at-once": the previous way, benchmarks) */
+  sized: SizedMode;
   /** characters of message text shown, summed over the messages (for benchmarks) */
   onChars?: ((delta: number) => void) | undefined;
   /** removes the list's DOM listeners when aborted */
@@ -72,6 +75,9 @@ export interface LazyDeps {
   now: () => number;
   timer: Timer;
 }
+
+/** The status line of a message that was live when its kernel went away. */
+export const DISCONNECTED_LABEL = "cut off: not connected to the kernel";
 
 /** The live rate in a status line changes at most this often (ms). */
 const RATE_EVERY_MS = 500;
@@ -160,6 +166,9 @@ export class MessageList {
   /** messages rendered while the math chunk was not there: rendered again when it comes */
   private readonly mathWaiting = new Set<MessageNode>();
   private unwaitMath: (() => void) | null = null;
+  /** whether the widget is connected to a kernel (connection.ts): when not, a live
+   * message is shown as cut off, not as streaming */
+  private connected = true;
 
   constructor(
     doc: Document,
@@ -198,6 +207,22 @@ export class MessageList {
 
   /** Deferred rendering of finished answers (null: every answer renders at once). */
   readonly lazy: LazyRenderer | null = null;
+
+  /**
+   * The widget's kernel is (or no longer is) connected: every message still live
+   * says so on its status line, keeping its text (see connection.ts). `now`: ms.
+   */
+  setConnected(connected: boolean, now: number): void {
+    if (this.connected === connected) {
+      return;
+    }
+    this.connected = connected;
+    for (const node of this.nodes.values()) {
+      if (node.entry !== null && !FINAL_STATUSES.has(node.entry.status)) {
+        this.updateChrome(node, node.entry, now);
+      }
+    }
+  }
 
   /** The message as last painted, if this list shows it. */
   entry(id: string): Readonly<Entry> | null {
@@ -506,7 +531,11 @@ export class MessageList {
       if (node.reasoning === null) {
         node.reasoning = new ReasoningBlock(
           this.doc,
-          { highlighter: this.options.highlighter, markdown: this.options.markdown },
+          {
+            highlighter: this.options.highlighter,
+            markdown: this.options.markdown,
+            sized: this.options.sized,
+          },
           this.options.signal,
         );
         node.textEl.before(node.reasoning.el);
@@ -620,10 +649,10 @@ export class MessageList {
       node.sink = new FullSink(node.textEl);
     } else {
       const highlighter = this.options.highlighter;
-      node.sink = new MarkdownSink(
-        node.textEl,
-        highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) },
-      );
+      node.sink = new MarkdownSink(node.textEl, {
+        sized: this.options.sized,
+        ...(highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) }),
+      });
     }
     return true;
   }
@@ -659,10 +688,13 @@ export class MessageList {
     if (node.copy !== null && node.copy.hidden !== (e.text === "")) {
       node.copy.hidden = e.text === "";
     }
-    if (node.shownStatus !== e.status) {
-      node.shownStatus = e.status;
+    const cut = !this.connected && !FINAL_STATUSES.has(e.status);
+    const shown = cut ? `${e.status}-disconnected` : e.status;
+    if (node.shownStatus !== shown) {
+      node.shownStatus = shown;
       node.el.dataset.status = e.status;
-      if (e.status === "queued" || e.status === "loading" || e.status === "running") {
+      node.el.classList.toggle("nbs-disconnected", cut);
+      if (!cut && (e.status === "queued" || e.status === "loading" || e.status === "running")) {
         node.el.setAttribute("aria-busy", "true");
       } else {
         node.el.removeAttribute("aria-busy");
@@ -674,7 +706,9 @@ export class MessageList {
       node.shownRate = node.rate.perSecond();
       node.rateAt = now;
     }
-    const label = statusLabel(e, e.status === "running" ? node.shownRate : null);
+    const label = cut
+      ? DISCONNECTED_LABEL
+      : statusLabel(e, e.status === "running" ? node.shownRate : null);
     if (node.shownLabel !== label) {
       node.shownLabel = label;
       node.status.textContent = label;
@@ -706,7 +740,7 @@ export class MessageList {
       }
     }
     this.updateFooter(node);
-    const waiting = isWaiting(e);
+    const waiting = !cut && isWaiting(e);
     if (node.shownWaiting !== waiting) {
       node.shownWaiting = waiting;
       node.status.classList.toggle("nbs-waiting", waiting);

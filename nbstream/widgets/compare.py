@@ -11,15 +11,16 @@ The user can stop one pane or all.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 import traitlets
 
 from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import Source
+from ..sources.base import Source, check_source
+from .protocol import ViewMsg
 from .reply import Reply
-from .widget import BadViewMessage, StreamingWidget
+from .widget import StreamingWidget
+from .wire import BadViewMessage
 
 
 class Compare(StreamingWidget):
@@ -47,7 +48,8 @@ class Compare(StreamingWidget):
     ) -> None:
         """Compare ``sources`` (at least two); ask them ``prompt`` at once if given.
 
-        ``labels`` name the panes (default: each source's label).
+        ``labels`` name the panes (default: each source's label; a pane whose
+        source shows no label is called "Pane 2" in the view).
         """
         opts = parse_options(Compare.__init__, options)
         check_system_prompt(system_prompt, "Compare")
@@ -59,9 +61,7 @@ class Compare(StreamingWidget):
         if len(sources) < 2:
             raise ValueError("Compare(sources=...) needs at least two sources")
         for i, s in enumerate(sources):
-            if not isinstance(s, Source):
-                raise TypeError(f"Compare(sources=...): item {i} must be a nbstream Source, "
-                                f"got {type(s).__name__} {short(s)}")
+            check_source(s, f"Compare(sources=...): item {i}")
         if prompt is not None:
             check_prompt(prompt, "Compare")
         if labels is not None and (isinstance(labels, (str, bytes))
@@ -75,10 +75,12 @@ class Compare(StreamingWidget):
         seen: dict[str, int] = {}
         original = list(names)
         for i, n in enumerate(original):
-            if original.count(n) > 1:
+            if n and original.count(n) > 1:
                 seen[n] = seen.get(n, 0) + 1
                 names[i] = f"{n} #{seen[n]}"
-        super().__init__(title=title, options=opts, source_label=" vs ".join(names),
+        # the header names the sources only when each has a name to show
+        shown = " vs ".join(names) if all(names) else ""
+        super().__init__(title=title, options=opts, source_label=shown,
                          mode="compare", panes=[{"label": n} for n in names])
         self.sources = sources
         self.labels = names
@@ -127,12 +129,10 @@ class Compare(StreamingWidget):
     def _ask(self, text: str) -> None:
         self.send(text)
 
-    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "stop" and "pane" in content:
-            pane = content["pane"]
-            if isinstance(pane, bool) or not isinstance(pane, int) or not (
-                    0 <= pane < len(self.sources)):
+    def _on_command(self, msg: ViewMsg) -> bool:
+        if msg["kind"] == "stop" and "pane" in msg:
+            if msg["pane"] >= len(self.sources):
                 raise BadViewMessage("stop for an unknown pane")
-            self.stop_pane(pane)
+            self.stop_pane(msg["pane"])
             return True
-        return super()._on_command(kind, content)
+        return super()._on_command(msg)

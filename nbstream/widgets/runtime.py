@@ -23,21 +23,31 @@ anywidget), so every widget manager (JupyterLab, Notebook 7, nbconvert's
 html-manager) can restore it. :func:`runtime_ref` creates it on first use,
 on whichever thread builds the first widget (under a lock), and again if it
 was closed (``Widget.close_all()``).
+
+Front ends known not to render nbstream's updates are found here too:
+:func:`warn_unsupported_frontend` warns once, when a widget is built
+(``nbstream.doctor()`` reports the same problem, with the fix).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import logging
 import re
 import sys
 import threading
+import typing
+import warnings
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import ipywidgets
 import traitlets
+
+from .protocol import ChunkName, DeltaBody
+from .wire import BadViewMessage, ViewMessageFilter, parse_view_msg
 
 log = logging.getLogger("nbstream")
 
@@ -51,7 +61,7 @@ export default { render({ el }) {
 
 
 #: the chunks there are (``static/<name>.js``), see the module docstring
-CHUNKS = ("math", "highlight")
+CHUNKS: tuple[ChunkName, ...] = typing.get_args(ChunkName)
 
 #: text that may render as math in the view (js/src/math.ts): ``$$``, ``\(``, ``\[``,
 #: or ``$…$`` by Pandoc's rule (no space inside either dollar, no digit after the
@@ -91,6 +101,7 @@ class Runtime(ipywidgets.Widget):  # type: ignore[misc]
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._lock = threading.Lock()
+        self._ignored = ViewMessageFilter()
         self.on_msg(self._on_view_msg)
 
     def provide(self, name: str) -> bool:
@@ -120,11 +131,17 @@ class Runtime(ipywidgets.Widget):  # type: ignore[misc]
                 self.provide(name)
 
     def _on_view_msg(self, _widget: Any, content: Any, _buffers: Sequence[Any]) -> None:
-        # the main thread or a subshell thread: a view met a formula or a code block
-        if isinstance(content, dict) and content.get("kind") == "chunk":
-            name = content.get("name")
-            if isinstance(name, str) and name in CHUNKS:
-                self.provide(name)
+        # the main thread or a subshell thread: a view met a formula or a code block.
+        # The view is not trusted: a message that does not fit its type is ignored
+        try:
+            msg = parse_view_msg(content)
+            if msg["kind"] != "chunk":
+                raise BadViewMessage(f"{msg['kind']}: not a message to the runtime")
+            self.provide(msg["name"])
+        except BadViewMessage as bad:
+            self._ignored.note(str(bad), content)
+        except Exception:
+            log.exception("nbstream: handling a view message to the runtime failed")
 
 
 def _read(name: str, fallback: str) -> str:
@@ -199,7 +216,7 @@ def widget_runtime_ref() -> str:
     return "" if standalone() else runtime_ref()
 
 
-def note_bodies(bodies: Iterable[str | list[list[str]]]) -> None:
+def note_bodies(bodies: Iterable[DeltaBody]) -> None:
     """Send the chunks the delta ``bodies`` (a str, or ``[[part type, text], ...]``) need
     to the views, through the kernel's runtime (the pump thread calls it with what it
     sends; nothing where widgets carry the whole front end)."""
@@ -207,3 +224,46 @@ def note_bodies(bodies: Iterable[str | list[list[str]]]) -> None:
     if rt is None or rt.comm is None or not rt.missing():
         return
     rt.note_text(b if isinstance(b, str) else "".join(t for _, t in b) for b in bodies)
+
+
+#: the first marimo whose comms accept sends from any thread of the session
+MARIMO_MIN = (0, 23, 14)
+
+_warned: set[str] = set()
+
+
+def running_in_marimo() -> bool:
+    """Whether this kernel is a marimo notebook's (marimo imported and running one)."""
+    try:
+        import marimo
+
+        return bool(marimo.running_in_notebook())
+    except Exception:
+        return False
+
+
+def version_tuple(version: str | None) -> tuple[int, ...]:
+    """``"0.23.14"`` as ``(0, 23, 14)``: the first three numbers (``()`` for none)."""
+    if not version:
+        return ()
+    return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def _marimo_version() -> str | None:
+    try:
+        return importlib.metadata.version("marimo")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def warn_unsupported_frontend() -> None:
+    """Warn once, at a widget's construction, where updates are known not to render."""
+    if "marimo" in sys.modules and "marimo" not in _warned and running_in_marimo():
+        version = _marimo_version()
+        if version and version_tuple(version) < MARIMO_MIN:
+            _warned.add("marimo")
+            warnings.warn(
+                f"nbstream needs marimo >= {'.'.join(map(str, MARIMO_MIN))} (this is "
+                f"{version}): older marimo drops updates sent from background threads and "
+                "the widget stays empty. Upgrade marimo.",
+                RuntimeWarning, stacklevel=3)

@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Iterable, Sequence
 from typing import Any
 
-from ..checks import check_messages, check_prompt, check_system_prompt, check_title, short
+from ..checks import check_messages, check_prompt, check_system_prompt, check_title
 from ..core.trace import Trace
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import ChatMessage, Source
-from ..sources.iterator import IteratorSource
+from ..sources.base import ChatMessage, Source, check_source
+from ..sources.iterator import IteratorSource, given_name
 from .reply import Reply
 from .widget import StreamingWidget
 
@@ -36,7 +36,10 @@ def as_source(obj: Any, where: str = "stream") -> Source:
         raise TypeError(f"{where}(source=...) got a plain {type(obj).__name__}; to type out a "
                         "fixed text use ScriptedSource(text), or pass an iterable of pieces")
     if hasattr(obj, "__aiter__") or hasattr(obj, "__iter__"):
-        label = type(obj).__name__
+        # shown: the generator function's name (stream(countdown(10)): "countdown"),
+        # nothing for a generator expression or a list; errors and the repr name
+        # the kind of iterable when nobody named it
+        label = given_name(obj)
         # the iterable is handed over once and not kept: a list of pieces is not held
         # for as long as the widget lives
         held: list[Any] = [obj]
@@ -47,11 +50,10 @@ def as_source(obj: Any, where: str = "stream") -> Source:
                                    "(e.g. IteratorSource(fn)) to stream more than once")
             return held.pop()
 
+        once.__name__ = once.__qualname__ = type(obj).__name__
         return IteratorSource(once, label=label)
-    hint = "; wrap a function in IteratorSource" if callable(obj) else ""
-    raise TypeError(f"{where}(source=...) cannot stream a {type(obj).__name__} "
-                    f"{short(obj)}: pass a Source, an iterable or an async iterable of "
-                    f"str{hint}")
+    return check_source(obj, f"{where}(source=...)",
+                        also=", an iterable or an async iterable of str")
 
 
 def _execution_count() -> int | None:

@@ -6,14 +6,15 @@
 // (100 px every 50 ms) for `wheel_s` seconds: frame gaps and long tasks. Not a timed
 // test: it reports figures.
 // params: { notebook, count, mode: "lazy" | "at-once" (the previous way: every message
-//           rendered when shown), wheel_s = 8, trace: a file for a Chrome trace (with a
-//           CPU profile) of the opening, its long tasks explained in the result }
+//           rendered when shown; the notebook's widget says so in its `debug` trait,
+//           benchmarks/browser_long_chat.py writes it: here `mode` only names the run),
+//           wheel_s = 8, trace: a file for a Chrome trace (with a CPU profile) of the
+//           opening, its long tasks explained in the result }
 import fs from 'node:fs';
 import { openNotebook, runCell, scenario } from './lab.mjs';
 import { analyseTrace, endTrace, startTrace } from './trace.mjs';
 
-function install(mode) {
-  if (mode === 'at-once') window.__nbstreamOptions = { lazy: 'off' };
+function install() {
   const rec = { first: null, long: [] };
   window.__nbsLongChat = rec;
   try {
@@ -49,7 +50,7 @@ const summary = (tasks) => ({
 });
 
 await scenario(async ({ page, params, log }) => {
-  await page.addInitScript(install, params.mode ?? 'lazy');
+  await page.addInitScript(install);
   await openNotebook(page, params.notebook);
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Performance.enable');

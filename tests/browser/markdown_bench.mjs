@@ -1,5 +1,5 @@
 // Browser benchmark of Markdown streaming (benchmarks/browser_markdown.py runs
-// it; tests/test_browser_frontend.py runs a short one). Not a timed test: it
+// it; tests/test_browser_rendering.py runs a short one). Not a timed test: it
 // reports figures.
 //
 // The notebook's cell 0 shows a ChatWidget on a ScriptedSource that types a
@@ -21,17 +21,17 @@
 // page loads; the kernel's flush times from the timeline file.
 //
 // mode "incremental" is the widget as shipped; "full" re-renders the whole
-// answer each frame (window.__nbstreamOptions, set before the page loads).
+// answer each frame: the notebook's widget says so in its `debug` trait
+// (benchmarks/browser_markdown.py writes it; ViewDebug in nbstream/widgets/protocol.py);
+// here `mode` only names the run.
 // params: { notebook, timeline, mode, prompt, timeout_ms = 180000,
 //           settle_count, settle_ms: a chat opened with a history of settle_count
-//           messages is left to settle for settle_ms before the stream,
-//           lazy: "off" renders every message when shown (the previous way),
-//           trace: a file for a Chrome performance trace of the stream (optional),
-//           ack_gap_ms: another least gap between ack rounds (an experiment) }
-import { counters, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
+//           messages is left to settle for settle_ms before the stream (the history
+//           and its `lazy` switch are in the notebook: benchmarks/browser_long_chat.py),
+//           trace: a file for a Chrome performance trace of the stream (optional) }
+import { counters, sendPrompt, waitForChat, waitForStatus, FINAL_STATUSES as FINAL } from './chat.mjs';
 import { openNotebook, runCell, scenario, TOKEN, URL_BASE } from './lab.mjs';
 
-const FINAL = ['done', 'stopped', 'error', 'timeout'];
 
 function startRecorder() {
   const root = document.querySelector('.nbs-chat');
@@ -82,9 +82,7 @@ async function readTimeline(notebookDir, name) {
 
 await scenario(async ({ browser, page, params, log }) => {
   const mode = params.mode ?? 'incremental';
-  await page.addInitScript(([m, gap, lazy]) => {
-    window.__nbstreamOptions = gap == null ? { markdown: m } : { markdown: m, ackGapMs: gap };
-    if (lazy === 'off') window.__nbstreamOptions.lazy = 'off';
+  await page.addInitScript(() => {
     // arrival time of each delta message (wall clock, ms), before JupyterLab handles it
     window.__nbsReceived = [];
     const Orig = window.WebSocket;
@@ -104,7 +102,7 @@ await scenario(async ({ browser, page, params, log }) => {
         });
       }
     };
-  }, [mode, params.ack_gap_ms ?? null, params.lazy ?? null]);
+  });
   await openNotebook(page, params.notebook);
   await runCell(page, 0);
   await waitForChat(page);
@@ -122,7 +120,11 @@ await scenario(async ({ browser, page, params, log }) => {
       categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'v8', 'blink.user_timing'],
     });
   }
-  const tSend = await page.evaluate(() => performance.now());
+  // only this reply's deltas count (a history's keys m<i>.<seq> arrived before)
+  const tSend = await page.evaluate(() => {
+    window.__nbsReceived = [];
+    return performance.now();
+  });
   const id = await sendPrompt(page, prompt, { fill: true });
   const status = await waitForStatus(page, id, FINAL, { timeout: params.timeout_ms ?? 180_000 });
   const tFinal = await page.evaluate(() => performance.now());
