@@ -2,13 +2,18 @@
 // everything a view needs to show a chat) and widget.css, which the kernel
 // sends once in its shared runtime model (nbstream/widgets/runtime.py);
 // loader.js, the small `_esm` of every widget that imports them from there
-// (src/loader.ts); the chunks math.js (Temml) and highlight.js (highlight.js),
-// which the runtime model carries only once a message needs them
-// (src/chunks.ts); and standalone.js, widget.js with both chunks, for where
-// widgets carry the whole front end (marimo). Fails when a module would
-// import anything at run time: nothing may come from a CDN or the network.
+// (src/loader.ts); the chunks math.js (Temml), highlight.js (highlight.js)
+// and entities.js (HTML's named character references), which the runtime
+// model carries only once a message needs them (src/chunks.ts); and
+// standalone.js, widget.js with every chunk, for where widgets carry the
+// whole front end (marimo). markdown-it's import of the `entities` package
+// resolves to src/entities.ts, which decodes the common names and takes the
+// rest from the entities chunk. Fails when a module would import anything at
+// run time: nothing may come from a CDN or the network.
 // `node build.mjs --sizes` also prints each output's bytes by dependency
-// (from esbuild's metafile).
+// (from esbuild's metafile), and the script a page parses at first render
+// (loader.js and widget.js) against its budget, FIRST_RENDER_BUDGET
+// (tests/test_runtime_bundle.py fails above it).
 import { rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -17,6 +22,20 @@ import * as esbuild from "esbuild";
 const here = dirname(fileURLToPath(import.meta.url));
 const outdir = join(here, "..", "nbstream", "static");
 
+/** Bytes of script a page may parse at first render (loader.js + widget.js). */
+const FIRST_RENDER_BUDGET = 200 * 1024;
+
+/**
+ * markdown-it's `import ... from "entities"` (exactly that path: the entities
+ * chunk imports "entities/decode") is src/entities.ts.
+ */
+const entitiesFromChunk = {
+  name: "entities-from-chunk",
+  setup(build) {
+    build.onResolve({ filter: /^entities$/ }, () => ({ path: join(here, "src", "entities.ts") }));
+  },
+};
+
 const common = {
   bundle: true,
   minify: true,
@@ -24,6 +43,7 @@ const common = {
   legalComments: "none",
   logLevel: "info",
   metafile: true,
+  plugins: [entitiesFromChunk],
 };
 
 const js = await esbuild.build({
@@ -51,6 +71,7 @@ const module = (entry, name) =>
   });
 const math = await module("chunks/math", "math.js");
 const highlight = await module("chunks/highlight", "highlight.js");
+const entities = await module("chunks/entities", "entities.js");
 const standalone = await module("standalone", "standalone.js");
 await esbuild.build({
   ...common,
@@ -64,6 +85,7 @@ const outputs = [
   ["loader.js", loader],
   ["math.js", math],
   ["highlight.js", highlight],
+  ["entities.js", entities],
   ["standalone.js", standalone],
 ];
 for (const [name, result] of outputs) {
@@ -96,4 +118,12 @@ if (process.argv.includes("--sizes")) {
       console.log(`  ${dep.padEnd(20)} ${(bytes / 1024).toFixed(1).padStart(7)} KB`);
     }
   }
+  const first = [js, loader].reduce(
+    (n, r) => n + Object.values(r.metafile.outputs).reduce((m, o) => m + o.bytes, 0),
+    0,
+  );
+  console.log(
+    `parsed at first render (loader.js + widget.js): ${(first / 1024).toFixed(1)} KB ` +
+      `of ${FIRST_RENDER_BUDGET / 1024} KB`,
+  );
 }

@@ -1,9 +1,21 @@
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
+  resolve: {
+    // as in build.mjs: markdown-it's `entities` is src/entities.ts (the table of names is
+    // the entities chunk); markdown-it is inlined so that its import goes through this
+    alias: [
+      {
+        find: /^entities$/,
+        replacement: fileURLToPath(new URL("src/entities.ts", import.meta.url)),
+      },
+    ],
+  },
   test: {
     include: ["tests/**/*.test.ts"],
-    // both chunks loaded, as on a page once they arrived (chunks.test.ts unloads them)
+    server: { deps: { inline: ["markdown-it"] } },
+    // every chunk loaded, as on a page once they arrived (chunks.test.ts unloads them)
     setupFiles: ["tests/setup.ts"],
     // DOM tests opt in with a `@vitest-environment jsdom` comment.
     environment: "node",

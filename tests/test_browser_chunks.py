@@ -2,12 +2,14 @@
 Chromium): tests/browser/chunks.mjs, then nbconvert's HTML of the saved notebook
 (tests/browser/flow_nbconvert_html.mjs), offline.
 
-A plain chat's page imports no chunk (the first render parses neither Temml nor
-highlight.js); a reply with math and code brings both (the kernel's runtime widget
-sends them with the text that needs them), its formulas render as MathML and its
-code is highlighted; the notebook saved with widget state, reopened with no kernel,
-renders them again from the saved chunks, and so does its nbconvert HTML opened with
-no server and no network. Nothing is ever fetched from outside the server.
+A plain chat's page imports no chunk (the first render parses neither Temml, nor
+highlight.js, nor the table of character references: ``&amp;`` needs none); a reply
+with math, code and ``&hellip;`` brings the three (the kernel's runtime widget sends
+them with the text that needs them), its formulas render as MathML, its code is
+highlighted and ``&hellip;`` shows as "…"; the notebook saved with widget state,
+reopened with no kernel, renders them again from the saved chunks, and so does its
+nbconvert HTML opened with no server and no network. Nothing is ever fetched from
+outside the server.
 Screenshots: test-artifacts/<test>-live.png, <test>-reopened.png.
 """
 
@@ -27,8 +29,9 @@ pytestmark = pytest.mark.browser
 
 WIDGETS_SETTING = "lab/api/settings/@jupyter-widgets/jupyterlab-manager:plugin"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
-PLAIN = "## Plain\n\nNo math here, no code: a **list**\n\n- one\n- two\n\nIt costs $5 and $10.\n"
-RICH = ("The root: $x = \\frac{-b \\pm \\sqrt{b^2-4ac}}{2a}$.\n\n"
+PLAIN = ("## Plain\n\nNo math here, no code: a **list**\n\n- one\n- two\n\n"
+         "It costs $5 and $10, fish &amp; chips.\n")
+RICH = ("The root: $x = \\frac{-b \\pm \\sqrt{b^2-4ac}}{2a}$&hellip;\n\n"
         "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$\n\n"
         "```python\ndef area(r):\n    return 3.14159 * r ** 2\n```\n")
 
@@ -69,23 +72,28 @@ def test_math_and_code_load_on_demand_offline_and_from_a_saved_notebook(
     # a plain chat: the page imported no chunk
     assert r["plain"]["status"] == "done" and r["plain"]["chunk_loads"] == []
     assert r["plain"]["maths"] == 0 and r["plain"]["highlighted"] == 0
-    # math and code: both chunks, each once; MathML laid out, code highlighted
+    assert r["plain"]["decoded"] == ["&"] and r["plain"]["as_written"] == []
+    # math, code, "&hellip;": the three chunks, each once; MathML laid out, code
+    # highlighted, the reference decoded
+    every = ["entities", "highlight", "math"]
     live = r["live"]
-    assert sorted(live["chunk_loads"]) == ["highlight", "math"], live
+    assert sorted(live["chunk_loads"]) == every, live
     assert live["maths"] == 2 and live["frac_stacked"] is True, live
     assert live["pending"] == 0 and live["sources"] == [], live
     assert live["highlighted"] == 1 and live["keyword"] == "def", live
+    assert "…" in live["decoded"] and live["as_written"] == [], live
     # reopened with no kernel: rendered from the chunks saved in the notebook
     again = r["reopened"]
     assert again["maths"] == 2 and again["highlighted"] == 1 and again["pending"] == 0, again
-    assert sorted(again["chunk_loads"]) == ["highlight", "math"]
+    assert "…" in again["decoded"] and again["as_written"] == [], again
+    assert sorted(again["chunk_loads"]) == every
     assert r["reopened_plain"]["status"] == "done"
     assert r["outside"] == [], r["outside"]
-    # the saved file: the runtime holds both chunks, once
+    # the saved file: the runtime holds the three chunks, once
     nb = json.loads((jupyterlab.root_dir / path).read_text())
     models = nb["metadata"]["widgets"][WIDGET_STATE]["state"].values()
     runtimes = [m["state"] for m in models if "bundle" in m["state"]]
-    assert len(runtimes) == 1 and sorted(runtimes[0]["chunks"]) == ["highlight", "math"]
+    assert len(runtimes) == 1 and sorted(runtimes[0]["chunks"]) == every
 
     # nbconvert's HTML, opened with no server and no network: the same, from the saved chunks
     html = ARTIFACTS / "test_chunks_export.html"
@@ -103,4 +111,4 @@ def test_math_and_code_load_on_demand_offline_and_from_a_saved_notebook(
     assert h["missing"] == [] and h["widget_errors"] == 0, h
     assert h["roots"] == 2
     assert h["maths"] == 2 and h["highlighted"] == 1, h
-    assert sorted(h["chunk_loads"]) == ["highlight", "math"]
+    assert sorted(h["chunk_loads"]) == every

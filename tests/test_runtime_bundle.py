@@ -95,10 +95,20 @@ def test_in_marimo_each_widget_carries_the_whole_front_end(monkeypatch: pytest.M
 
     monkeypatch.setitem(sys.modules, "marimo", FakeMarimo)
     assert rt_mod.standalone()
-    # the whole front end, the math and highlighting chunks included (standalone.ts)
+    # the whole front end, every chunk included (standalone.ts)
     assert rt_mod.widget_esm() == (STATIC / "standalone.js").read_text()
     assert rt_mod.widget_css() == (STATIC / "widget.css").read_text()
     assert rt_mod.widget_runtime_ref() == ""
+
+
+@needs_bundle
+def test_the_script_parsed_at_first_render_keeps_its_budget() -> None:
+    # what a page parses before a chat first paints: the loader and the bundle; the
+    # heavy renderers are chunks (js/build.mjs prints the figure with --sizes)
+    first = sum((STATIC / name).stat().st_size for name in ("loader.js", "widget.js"))
+    assert first <= 200 * 1024, f"{first / 1024:.1f} KB"
+    for name in rt_mod.CHUNKS:  # each a module of its own, sent when needed
+        assert (STATIC / f"{name}.js").exists(), name
 
 
 # ------------------------------------------------------------------ chunks
@@ -112,6 +122,11 @@ def test_in_marimo_each_widget_carries_the_whole_front_end(monkeypatch: pytest.M
     ("~~~ rust\nfn main() {}\n~~~\n", {"highlight"}),
     ("```\nno language\n```\n\n    indented code\n", set()),
     ("Both: $x$\n\n```js\nf()\n```", {"math", "highlight"}),
+    # the names the bundle decodes itself need nothing; a rarer one needs the table
+    ("Fish &amp; chips &lt;3 &gt; &quot;a&quot; &apos;b&apos; a&nbsp;b", set()),
+    ("Wait&hellip; &rarr; &alpha;", {"entities"}),
+    ("&AMP; and &ampx; are not the common ones", {"entities"}),
+    ("& alone, &; and &1x; are no names", set()),
 ])
 def test_the_chunks_a_text_needs(text: str, chunks: set[str]) -> None:
     assert rt_mod.needed_chunks(text) == chunks
@@ -122,6 +137,7 @@ def test_the_chunks_a_text_needs(text: str, chunks: set[str]) -> None:
     ("Just text, **bold**, a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", []),
     ("A formula: $\\frac{a}{b}$, and more.", ["math"]),
     ("Code:\n\n```python\nx = 1\n```\n", ["highlight"]),
+    ("And so on&hellip;", ["entities"]),
 ])
 def test_the_runtime_carries_a_chunk_only_once_a_reply_needs_it(
         reply: str, expected: list[str]) -> None:

@@ -1,14 +1,20 @@
 /**
  * The heavy renderers, loaded on first use: Temml for math (about 208 KB
- * minified) and highlight.js for code (about 68 KB) are not in the bundle
- * every view parses; each is a module of its own (`chunks/math.ts`,
- * `chunks/highlight.ts`, built into `nbstream/static/`), fetched the first
- * time a formula or a closed code block is rendered.
+ * minified), highlight.js for code (about 68 KB) and the table of HTML's
+ * named character references (about 23 KB) are not in the bundle every view
+ * parses; each is a module of its own (`chunks/math.ts`,
+ * `chunks/highlight.ts`, `chunks/entities.ts`, built into
+ * `nbstream/static/`), fetched the first time a formula, a closed code block
+ * or a rarer `&name;` is rendered.
  *
  * This module is the bundle's side: a registry of the chunks loaded so far.
  * {@link chunk} returns a loaded chunk, or null after asking for it once; the
- * renderers then show a formula's source (dimmed, as while it streams) or the
- * code plain, and {@link onChunk} tells them when it arrived, to render again.
+ * renderers then show a formula's source (dimmed, as while it streams), the
+ * code plain or the `&name;` as written, and {@link onChunk} tells them when
+ * it arrived, to render again. A Markdown renderer that could not render
+ * something for want of a chunk says so ({@link noteMiss}): the message list
+ * compares {@link misses} before and after rendering a message, and renders
+ * it again when the chunk arrives.
  * Where the chunks come from: the kernel's runtime widget
  * (`nbstream/widgets/runtime.py`), whose model every view hands over
  * ({@link addRuntime}, from loader.ts). Its `chunks` trait (name -> ES module
@@ -38,6 +44,12 @@ export interface MathChunk {
   renderTeX(tex: string, display: boolean): string | null;
 }
 
+/** What the entities chunk exports (chunks/entities.ts). */
+export interface EntitiesChunk {
+  /** `&name;` decoded, or as it is where `name` is none of HTML's. */
+  decodeHTMLStrict(str: string): string;
+}
+
 /** What the highlighting chunk exports (chunks/highlight.ts). */
 export interface HighlightChunk {
   /** Highlighted HTML of `code` in `language`, or null for a language it does not know. */
@@ -49,6 +61,7 @@ export interface HighlightChunk {
 interface Chunks {
   math: MathChunk;
   highlight: HighlightChunk;
+  entities: EntitiesChunk;
 }
 
 /** Where chunks come from: asked once per chunk; it calls {@link provideChunk} when loaded. */
@@ -84,6 +97,32 @@ export function chunk<K extends ChunkName>(name: K): Chunks[K] | null {
     host?.request(name);
   }
   return null;
+}
+
+let missCount = 0;
+const missed = new Set<ChunkName>();
+
+/**
+ * A Markdown renderer showed something as its source because chunk `name` is
+ * not loaded yet (it asked for it with {@link chunk}).
+ */
+export function noteMiss(name: ChunkName): void {
+  missCount++;
+  missed.add(name);
+}
+
+/** The chunks renderers missed that are still not loaded. */
+export function missedChunks(): ChunkName[] {
+  return [...missed].filter((name) => !loaded.has(name));
+}
+
+/**
+ * How many times renderers missed a chunk so far: the message list compares
+ * it before and after rendering a message, to render that message again once
+ * the chunk arrives.
+ */
+export function misses(): number {
+  return missCount;
 }
 
 /** Whether chunk `name` is loaded (asks for nothing). */
@@ -126,6 +165,7 @@ export function onChunk(name: ChunkName, cb: () => void): () => void {
 export function resetChunks(): void {
   loaded.clear();
   asked.clear();
+  missed.clear();
   listeners.clear();
   host = null;
   runtimes.clear();

@@ -32,29 +32,19 @@
  * the math chunk (chunks/math.ts, with its settings for untrusted input),
  * loaded on the first formula (chunks.ts). Until it is there, a formula shows
  * its source, dimmed, as one still waiting for its closer does; the list
- * renders the messages that showed one again once it arrived
- * ({@link mathMisses}). Rendered formulas are cached by source: the open
+ * renders the messages that showed one again once it arrived (chunks.ts
+ * `noteMiss`). Rendered formulas are cached by source: the open
  * tail is re-rendered every frame, its finished formulas should cost nothing.
  * Runs on the browser's main thread (called by the Markdown renderer).
  */
 import type { MarkdownIt, StateBlock, StateCore, StateInline, Token } from "markdown-it";
-import { chunk } from "./chunks";
+import { chunk, noteMiss } from "./chunks";
 
 /** Longest formula source rendered; a longer one shows its source. */
 export const MATH_MAX_CHARS = 4000;
 const CACHE_SIZE = 256;
 
 const cache = new Map<string, string | null>();
-let misses = 0;
-
-/**
- * How many formulas were shown as pending so far because the math chunk was
- * not loaded yet: a renderer compares it before and after rendering a
- * message, to render that message again once the chunk arrives.
- */
-export function mathMisses(): number {
-  return misses;
-}
 
 /**
  * MathML for `tex`, or null when it does not parse (or is too long), or
@@ -74,7 +64,7 @@ export function renderMath(tex: string, display: boolean): string | null | undef
   if (tex.trim() !== "" && tex.length <= MATH_MAX_CHARS) {
     const engine = chunk("math");
     if (engine === null) {
-      misses++;
+      noteMiss("math");
       return undefined;
     }
     html = engine.renderTeX(tex, display);

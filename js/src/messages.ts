@@ -31,12 +31,11 @@
  */
 import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
-import { onChunk } from "./chunks";
+import { type ChunkName, missedChunks, misses, onChunk } from "./chunks";
 import type { FrameScheduler, Timer } from "./frame";
 import type { Highlighter } from "./highlight";
 import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { ATTACH_CHUNK, ATTACH_FIRST, LazyRenderer } from "./lazy";
-import { mathMisses } from "./math";
 import { FINAL_STATUSES } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
@@ -163,9 +162,13 @@ export class MessageList {
    */
   private waiting = 0;
   private readonly waitingEntries = new Map<string, Readonly<Entry> | null>();
-  /** messages rendered while the math chunk was not there: rendered again when it comes */
-  private readonly mathWaiting = new Set<MessageNode>();
-  private unwaitMath: (() => void) | null = null;
+  /**
+   * messages rendered while a chunk they needed (math, entities) was not
+   * there: rendered again when one comes (chunks.ts)
+   */
+  private readonly chunkWaiting = new Set<MessageNode>();
+  /** the chunks listened for, each with the function that stops listening */
+  private readonly chunkListeners = new Map<ChunkName, () => void>();
   /** whether the widget is connected to a kernel (connection.ts): when not, a live
    * message is shown as cut off, not as streaming */
   private connected = true;
@@ -475,34 +478,51 @@ export class MessageList {
     final: boolean,
     now: number,
   ): void {
-    const misses = mathMisses();
+    const before = misses();
     this.renderTextAndReasoning(node, e, replaced, appended, reasoningAppended, final, now);
-    if (mathMisses() !== misses) {
-      this.waitForMath(node);
+    if (misses() !== before) {
+      this.waitForChunks(node);
     }
   }
 
-  /** Renders `node` again, whole, once the math chunk is there (chunks.ts). */
-  private waitForMath(node: MessageNode): void {
-    this.mathWaiting.add(node);
-    if (this.unwaitMath !== null) {
-      return;
+  /**
+   * Renders `node` again, whole, once a chunk that a renderer missed is there
+   * (chunks.ts); a message that still misses one waits on.
+   */
+  private waitForChunks(node: MessageNode): void {
+    this.chunkWaiting.add(node);
+    if (this.chunkListeners.size === 0) {
+      this.options.signal.addEventListener("abort", () => this.stopListening(), { once: true });
     }
-    this.unwaitMath = onChunk("math", () => {
-      this.unwaitMath?.();
-      this.unwaitMath = null;
-      const now = this.options.lazy?.now() ?? 0;
-      const waiting = [...this.mathWaiting];
-      this.mathWaiting.clear();
-      for (const n of waiting) {
-        const e = n.entry;
-        if (e !== null && this.nodes.get(e.id) === n && !this.lazy?.isDeferred(n.el)) {
-          this.renderText(n, e, true, "", "", FINAL_STATUSES.has(e.status), now);
-        }
+    for (const name of missedChunks()) {
+      if (!this.chunkListeners.has(name)) {
+        this.chunkListeners.set(
+          name,
+          onChunk(name, () => this.chunkArrived()),
+        );
       }
-      this.settle();
-    });
-    this.options.signal.addEventListener("abort", () => this.unwaitMath?.(), { once: true });
+    }
+  }
+
+  private stopListening(): void {
+    for (const off of this.chunkListeners.values()) {
+      off();
+    }
+    this.chunkListeners.clear();
+  }
+
+  private chunkArrived(): void {
+    this.stopListening();
+    const now = this.options.lazy?.now() ?? 0;
+    const waiting = [...this.chunkWaiting];
+    this.chunkWaiting.clear();
+    for (const n of waiting) {
+      const e = n.entry;
+      if (e !== null && this.nodes.get(e.id) === n && !this.lazy?.isDeferred(n.el)) {
+        this.renderText(n, e, true, "", "", FINAL_STATUSES.has(e.status), now);
+      }
+    }
+    this.settle();
   }
 
   private renderTextAndReasoning(

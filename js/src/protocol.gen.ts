@@ -41,12 +41,12 @@ export type Mode = "chat" | "compare" | "stream";
  */
 export type DeltaBody = string | string[][];
 /**
- * The heavy renderers a view loads on first use (`js/src/chunks.ts`): `math`
- * (Temml) and `highlight` (highlight.js), each a module of its own
- * (`static/<name>.js`) that the kernel's runtime widget (`runtime.py`) carries
- * once a message needs it.
+ * What a view loads on first use (`js/src/chunks.ts`): `math` (Temml),
+ * `highlight` (highlight.js) and `entities` (the table of HTML's named character
+ * references, for a rarer `&name;`), each a module of its own (`static/<name>.js`)
+ * that the kernel's runtime widget (`runtime.py`) carries once a message needs it.
  */
-export type ChunkName = "highlight" | "math";
+export type ChunkName = "entities" | "highlight" | "math";
 /**
  * Every message a view sends; each is told apart by its `kind`. A
  * `ChunkMsg` goes to the runtime widget, every other to the view's widget.
@@ -325,8 +325,8 @@ export interface AckMsg {
 }
 /**
  * View -> the kernel's runtime widget (not the view's own widget): send chunk
- * `name`; a view met a formula or a code block that the kernel had not seen
- * (the kernel sends a chunk when the text it sends needs it).
+ * `name`; a view met a formula, a code block or a character reference that the
+ * kernel had not seen (the kernel sends a chunk when the text it sends needs it).
  */
 export interface ChunkMsg {
   kind: "chunk";

@@ -4,7 +4,10 @@
 // its source, dimmed, until the chunk arrives, then every message that showed
 // one renders again (a finished one and one still streaming); the first closed
 // code block that names a language asks for the highlighting chunk and is
-// highlighted once it is there; a block with no language asks for nothing.
+// highlighted once it is there; a block with no language asks for nothing; the
+// common character references (`&amp;`) need nothing, a rarer one (`&hellip;`)
+// shows as written until the entities chunk arrives, then its message renders
+// again (a message missing two chunks renders again as each comes).
 // The host is a fake that records requests; the tests provide the chunks.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { mountChat } from "../src/chat";
@@ -16,6 +19,7 @@ import {
   resetChunks,
   setChunkHost,
 } from "../src/chunks";
+import * as entities from "../src/chunks/entities";
 import * as highlight from "../src/chunks/highlight";
 import * as math from "../src/chunks/math";
 import type { IdleDeadline, IdleScheduler } from "../src/highlight";
@@ -57,6 +61,7 @@ afterEach(() => {
   // leave the next file's tests as setup.ts left them
   provideChunk("math", math);
   provideChunk("highlight", highlight);
+  provideChunk("entities", entities);
 });
 
 function chatWith(text: string, status: "done" | "running" = "done") {
@@ -81,7 +86,38 @@ describe("chunks", () => {
     idle.run();
     expect(el.querySelector(".nbs-md h2")?.textContent).toBe("Plain");
     expect(requests).toEqual([]);
-    expect(hasChunk("math") || hasChunk("highlight")).toBe(false);
+    expect(hasChunk("math") || hasChunk("highlight") || hasChunk("entities")).toBe(false);
+  });
+
+  it("the common character references need no chunk", () => {
+    const { el } = chatWith("Fish &amp; chips, a&nbsp;b, &lt;tag&gt;, &quot;q&quot; &apos;s&apos;");
+    expect(el.querySelector(".nbs-md")?.textContent?.trim()).toBe(
+      "Fish & chips, a\u00a0b, <tag>, \"q\" 's'",
+    );
+    expect(requests).toEqual([]);
+  });
+
+  it("a rarer character reference shows as written until the entities chunk comes", () => {
+    const { el } = chatWith("Wait&hellip; then &rarr; [a link](https://x.org/&alpha;)");
+    expect(requests).toEqual(["entities"]);
+    const md = () => el.querySelector(".nbs-md") as HTMLElement;
+    expect(md().textContent?.trim()).toBe("Wait&hellip; then &rarr; a link");
+    provideChunk("entities", entities);
+    expect(md().textContent?.trim()).toBe("Wait\u2026 then \u2192 a link");
+    expect(md().querySelector("a")?.getAttribute("href")).toBe("https://x.org/%CE%B1");
+    expect(requests).toEqual(["entities"]);
+  });
+
+  it("a message missing two chunks renders again as each arrives", () => {
+    const { el } = chatWith("So $x^2$&hellip;");
+    expect(requests.sort()).toEqual(["entities", "math"]);
+    provideChunk("entities", entities);
+    const md = () => el.querySelector(".nbs-md") as HTMLElement;
+    expect(md().textContent?.trim()).toBe("So $x^2$\u2026");
+    expect(md().querySelector(".nbs-math-pending")).not.toBeNull();
+    provideChunk("math", math);
+    expect(md().querySelector("math")).not.toBeNull();
+    expect(md().textContent?.trim().endsWith("\u2026")).toBe(true);
   });
 
   it("the first formula asks for the math chunk once, shows its source until it comes, then renders", () => {

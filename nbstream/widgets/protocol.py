@@ -81,10 +81,10 @@ Direction rules (who may send what, how often, and why):
   :class:`AckMsg` after the frame that rendered a delta of a message the view
   saw live (never for a message final when it first saw it: a loaded history is
   not acked). :class:`ChunkMsg` goes to the kernel's runtime widget
-  (``runtime.py``), when a view meets a formula or a code block before the kernel
-  sent the renderer it needs. The kernel handles them on its main thread (or on a
-  subshell thread with ``commsOverSubshells``), so handlers only record or
-  enqueue and never block.
+  (``runtime.py``), when a view meets a formula, a code block or a character
+  reference before the kernel sent the chunk it needs. The kernel handles them
+  on its main thread (or on a subshell thread with ``commsOverSubshells``), so
+  handlers only record or enqueue and never block.
 * **Older kernels.** A view still shows a notebook saved by an older nbstream,
   whose state held the whole conversation in one ``conversation`` list, and
   its ``delta`` custom messages (:class:`DeltaMsg`); a kernel of this version
@@ -338,17 +338,17 @@ class AckMsg(TypedDict):
     render_ms: NotRequired[Annotated[float, Meta(ge=0, le=MAX_RENDER_MS)]]
 
 
-#: The heavy renderers a view loads on first use (``js/src/chunks.ts``): ``math``
-#: (Temml) and ``highlight`` (highlight.js), each a module of its own
-#: (``static/<name>.js``) that the kernel's runtime widget (``runtime.py``) carries
-#: once a message needs it.
-ChunkName = Literal["math", "highlight"]
+#: What a view loads on first use (``js/src/chunks.ts``): ``math`` (Temml),
+#: ``highlight`` (highlight.js) and ``entities`` (the table of HTML's named character
+#: references, for a rarer ``&name;``), each a module of its own (``static/<name>.js``)
+#: that the kernel's runtime widget (``runtime.py``) carries once a message needs it.
+ChunkName = Literal["math", "highlight", "entities"]
 
 
 class ChunkMsg(TypedDict):
     """View -> the kernel's runtime widget (not the view's own widget): send chunk
-    ``name``; a view met a formula or a code block that the kernel had not seen
-    (the kernel sends a chunk when the text it sends needs it)."""
+    ``name``; a view met a formula, a code block or a character reference that the
+    kernel had not seen (the kernel sends a chunk when the text it sends needs it)."""
 
     kind: Literal["chunk"]
     name: ChunkName

@@ -9,14 +9,16 @@ it shows; a reopened notebook or its nbconvert HTML renders from that saved
 copy with no kernel.
 
 The heavy renderers are *chunks* (``js/src/chunks.ts``): Temml for math
-(``static/math.js``, ~208 KB) and highlight.js for code (``static/highlight.js``,
-~68 KB). The runtime carries a chunk in its ``chunks`` trait only once a
-message needs it: the pump thread notes the text it sends
-(:func:`note_bodies`: a formula, a fenced code block naming a language), and
-a view that meets one asks (a ``{"kind": "chunk", "name": ...}`` message).
-So a notebook saved after math appeared holds the math chunk, and renders it
-with no kernel and no network; one with plain chats does not, and a page
-parses neither until it needs it.
+(``static/math.js``, ~208 KB), highlight.js for code (``static/highlight.js``,
+~68 KB) and the table of HTML's named character references
+(``static/entities.js``, ~23 KB; the bundle decodes ``&amp;``, ``&lt;``,
+``&gt;``, ``&quot;``, ``&apos;`` and ``&nbsp;`` itself). The runtime carries a
+chunk in its ``chunks`` trait only once a message needs it: the pump thread
+notes the text it sends (:func:`note_bodies`: a formula, a fenced code block
+naming a language, a rarer ``&name;``), and a view that meets one asks (a
+:class:`~nbstream.widgets.protocol.ChunkMsg`). So a notebook saved after math
+appeared holds the math chunk, and renders it with no kernel and no network;
+one with plain chats holds none, and a page parses none until it needs it.
 
 The runtime is a plain ``@jupyter-widgets/base`` ``WidgetModel`` (no view, no
 anywidget), so every widget manager (JupyterLab, Notebook 7, nbconvert's
@@ -70,15 +72,21 @@ CHUNKS: tuple[ChunkName, ...] = typing.get_args(ChunkName)
 _MATH = re.compile(r"\$\$|\\[(\[]|\$(?=[^\s$])(?:[^$\\]|\\.)*?(?<=[^\s\\])\$(?!\d)")
 #: a fenced code block naming a language (js/src/markdown.ts: highlighted in the view)
 _CODE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[ \t]*[A-Za-z0-9_+#.-]", re.MULTILINE)
+#: a named character reference as markdown-it reads one, but for those the bundle
+#: decodes itself (js/src/entities.ts)
+_ENTITY = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|nbsp);)[A-Za-z][A-Za-z0-9]{1,31};")
 
 
-def needed_chunks(text: str) -> set[str]:
-    """The chunks the view needs to render ``text`` (Markdown): "math", "highlight"."""
-    needed = set()
+def needed_chunks(text: str) -> set[ChunkName]:
+    """The chunks the view needs to render ``text`` (Markdown): "math", "highlight",
+    "entities"."""
+    needed: set[ChunkName] = set()
     if _MATH.search(text):
         needed.add("math")
     if _CODE.search(text):
         needed.add("highlight")
+    if _ENTITY.search(text):
+        needed.add("entities")
     return needed
 
 

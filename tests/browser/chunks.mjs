@@ -1,11 +1,12 @@
 // The heavy renderers load on demand (js/src/chunks.ts), in real JupyterLab
-// (tests/test_browser_chunks.py): a plain chat loads no chunk; a reply with math
-// and code loads both (from the kernel's runtime widget), and its formulas render
-// as MathML and its code is highlighted; saved with widget state and reopened with
+// (tests/test_browser_chunks.py): a plain chat loads no chunk; a reply with math,
+// code and a rarer character reference loads the three chunks (from the kernel's
+// runtime widget), and its formulas render as MathML, its code is highlighted and
+// `&hellip;` shows as "…"; saved with widget state and reopened with
 // no kernel, the page renders them again from the saved chunks. No request ever
 // leaves the server (offline: nothing from a CDN).
 // params: { notebook }  (cell 0: a plain chat, answered; cell 1: a chat whose reply has
-//                        math and code, answered)
+//                        math, code and `&hellip;`, answered)
 // Screenshots: <artifact>-live.png, <artifact>-reopened.png
 import { openNotebook, runCell, scenario, screenshot, TOKEN, URL_BASE } from './lab.mjs';
 import { saveNotebook, waitAllFinal } from './record.mjs';
@@ -24,6 +25,9 @@ function rendered(index) {
     sources: [...(reply?.querySelectorAll('.nbs-math-source') ?? [])].map((e) => e.textContent),
     highlighted: reply?.querySelectorAll('pre > code.hljs').length ?? 0,
     keyword: reply?.querySelector('code.hljs .hljs-keyword')?.textContent ?? null,
+    // character references: decoded (`&hellip;` -> "…"), or left as written
+    decoded: ['…', '→', '&'].filter((c) => (reply?.textContent ?? '').includes(c)),
+    as_written: (reply?.textContent ?? '').match(/&[a-z]+;/g) ?? [],
     chunk_loads: [...(window.__nbstreamChunkLoads ?? [])],
   };
 }
