@@ -9,9 +9,11 @@ page parsed for it (the blob: modules: loader, bundle, any chunk), the websocket
 bytes the kernel sent until then, and the chunks imported. The ways:
 
 * **chunks**: as shipped: the runtime widget's bundle (``static/widget.js``) holds
-  no Temml and no highlight.js; they come as chunks when a message needs them;
-* **one bundle (previous)**: the runtime carries ``static/standalone.js`` (both
-  inside, what every view parsed before), set in the cell before the first widget.
+  no Temml, no highlight.js and no table of character references; they come as
+  chunks when a message needs them;
+* **one bundle (previous)**: the runtime carries ``static/standalone.js`` (every
+  chunk inside, what every view parsed before), set in the cell before the first
+  widget.
 
     .venv/bin/python benchmarks/browser_first_paint.py [--rounds 3] [--json out.json]
 

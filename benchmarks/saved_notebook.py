@@ -7,7 +7,8 @@ each widget model's state size beyond its conversation. The previous way
 (every widget storing the whole bundle as its own ``_esm``/``_css``) is
 measured in the same run by a subclass that does exactly that; so is the
 runtime as it was before the heavy renderers became chunks (its bundle held
-Temml and highlight.js: ``runtime._bundle_file = "standalone.js"``), and a
+Temml, highlight.js and the table of character references:
+``runtime._bundle_file = "standalone.js"``), and a
 chat whose reply has math and code (the runtime then holds those chunks,
 once). An ``ipywidgets.HTML`` holding the same reply is the baseline.
 
@@ -50,7 +51,7 @@ WAYS = {
         "        return ''\n"
     ),
     "nbstream, chunks in the bundle (previous)": (
-        # the runtime's bundle held Temml and highlight.js, loaded or not
+        # the runtime's bundle held every chunk, loaded or not
         "import nbstream.widgets.runtime as _rt\n"
         "_rt._bundle_file = 'standalone.js'\n"
         "from nbstream import ChatWidget as W\n"

@@ -13,7 +13,8 @@
  * view on the page through a registry on `globalThis` keyed by the version:
  * this module itself is imported anew for each widget model.
  *
- * The heavy renderers (Temml for math, highlight.js for code) are chunks
+ * The heavy renderers (Temml for math, highlight.js for code, the table of
+ * HTML's character references) are chunks
  * the bundle fetches from the runtime model on first use (js/src/chunks.ts):
  * each view hands the bundle its runtime model (`chunks.addRuntime`).
  *
