@@ -34,7 +34,9 @@ __all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source",
            "ToolCallDelta", "ToolSchema", "report_loading"]
 
 
-Emit = Callable[[str], None]
+#: what a source calls per piece: a ``str`` (answer text), a :class:`Reasoning`, or a
+#: :class:`ToolCallDelta` (a piece of a tool call, from a source with ``supports_tools``)
+Emit = Callable[[str | ToolCallDelta], None]
 
 
 class SourceError(RuntimeError):

@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from ..core.pieces import Reasoning
+from ..core.pieces import Reasoning, ToolCallDelta
 
 __all__ = ["CLOSE", "OPEN", "ThinkSplitter", "ThinkTags", "splitting"]
 
@@ -171,13 +171,19 @@ def _partial_tag_suffix(buf: str, tag: str, stray: str | None) -> int:
     return best
 
 
-def splitting(emit: Callable[[str], None], splitter: ThinkSplitter
-              ) -> tuple[Callable[[str], None], Callable[[], None]]:
+def splitting(emit: Callable[[str | ToolCallDelta], None], splitter: ThinkSplitter
+              ) -> tuple[Callable[[str | ToolCallDelta], None], Callable[[], None]]:
     """``(emit2, finish)``: ``emit2`` feeds the splitter and emits what it gives;
     ``finish()`` emits what it held at the end. Explicit :class:`Reasoning`
-    pieces pass through as they are."""
+    pieces pass through as they are, and so do tool-call pieces (after what the
+    splitter held)."""
 
-    def emit2(piece: str) -> None:
+    def emit2(piece: str | ToolCallDelta) -> None:
+        if isinstance(piece, ToolCallDelta):
+            for part in splitter.flush():
+                emit(part)
+            emit(piece)
+            return
         if isinstance(piece, Reasoning):
             for part in splitter.flush():
                 emit(part)

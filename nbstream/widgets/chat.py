@@ -22,6 +22,7 @@ from ..generation import GenerationOptions, check_generation
 from ..options import StreamOptions, Unpack, parse_options, with_options
 from ..sources.base import ChatMessage, Source
 from .reply import Reply
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
 from .widget import MAX_VIEW_TEXT, BadViewMessage, StreamingWidget, UserTurn
 
 log = logging.getLogger("nbstream")
@@ -78,6 +79,8 @@ class ChatWidget(StreamingWidget):
         system_prompt: str | None = None,
         generation: GenerationOptions | None = None,
         messages: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Any] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         **options: Unpack[StreamOptions],
     ) -> None:
         """A chat on ``source`` (None: the embedded default model).
@@ -91,7 +94,10 @@ class ChatWidget(StreamingWidget):
         (what :meth:`to_messages` returns; a first ``system`` message sets the
         system prompt; an assistant's dict may also carry ``reasoning`` and a
         final ``status``), shown at once and seen by the model with the next
-        question.
+        question. ``tools``: functions (or :class:`~nbstream.tools.Tool` objects, MCP
+        servers) the model may call (see :attr:`tools`; each call waits for a
+        person's approval unless its tool says ``approve=True``), at most
+        ``max_tool_rounds`` rounds of calls per question.
         """
         opts = parse_options(ChatWidget.__init__, options)
         check_system_prompt(system_prompt, "ChatWidget")
@@ -107,6 +113,8 @@ class ChatWidget(StreamingWidget):
         self.source = source
         self.system_prompt = system_prompt
         self.generation = generation
+        self.max_tool_rounds = max_tool_rounds
+        self._set_tools(tools, "ChatWidget")
         if history.messages:
             self._restore(history.messages, source)
 
@@ -182,15 +190,24 @@ class ChatWidget(StreamingWidget):
             if isinstance(e, UserTurn):
                 out.append({"role": "user", "content": e.text, "id": e.id, "status": "done"})
             else:
-                out.append({"role": "assistant", "content": e.text, "id": e.id,
-                            "status": e.status})
+                m: dict[str, Any] = {"role": "assistant", "content": e.text, "id": e.id,
+                                     "status": e.status}
+                calls = e.tool_calls
+                if calls:  # (#20) every call of every round, with where it stands
+                    m["tool_calls"] = [
+                        {"id": c.id, "name": c.name, "arguments": c.arguments,
+                         "state": c.state, "result": None if c.result is None
+                         else c.result.text} for c in calls]
+                out.append(m)
         return out
 
     def to_messages(self, include_reasoning: bool = False) -> list[ChatMessage]:
         """The conversation shown, OpenAI-style: ``[{"role", "content"}, ...]``, the
         system prompt first (if any). Every message shown is there, an answer with no
-        text too. With ``include_reasoning``, a reply's reasoning comes first in its
-        content in ``<think>`` tags (as ``include_reasoning_in_history`` sends it to
+        text too. A reply that called tools is an assistant turn per round, with its
+        ``tool_calls``, each followed by a ``"tool"`` turn per call (``tool_call_id``,
+        ``name``, and as ``content`` what the model was told). With
+        ``include_reasoning``, a reply's reasoning comes first in its content in ``<think>`` tags (as ``include_reasoning_in_history`` sends it to
         the model); ``ChatWidget(source, messages=chat.to_messages(...))`` reads
         either form back."""
         out: list[ChatMessage] = []
@@ -201,8 +218,8 @@ class ChatWidget(StreamingWidget):
         for e in entries:
             if isinstance(e, UserTurn):
                 out.append({"role": "user", "content": e.text})
-            else:
-                out.append({"role": "assistant", "content": e.history_content(include_reasoning)})
+            else:  # one assistant turn, or (tool calls) one per round with its tool turns
+                out.extend(e.history_messages(include_reasoning))
         return out
 
     def to_markdown(self) -> str:
@@ -299,6 +316,9 @@ class ChatWidget(StreamingWidget):
         with self._lock:
             n = len(self._history())
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
+
+    def _sources(self) -> list[Source]:
+        return [self.source]
 
     # -------------------------------------------------------------- internals
     def _edit(self, target: UserTurn, text: str) -> Reply:

@@ -55,10 +55,12 @@ Direction rules (who may send what, how often, and why):
   sends :class:`ResyncMsg`; the kernel answers by re-sending the missing
   delta keys and the meta. A message whose meta is final is complete once
   its deltas ``1..seq`` are applied; nothing else of it changes.
-* **Parts.** A delta carries runs of typed parts (:data:`PartType`: today
-  ``"reasoning"`` and ``"answer"``). A view shows each type in its own block
-  and ignores a type it does not know, so a new type (tool calls...) is added
-  without another redesign.
+* **Parts.** A delta carries runs of typed parts (:data:`PartType`:
+  ``"reasoning"``, ``"answer"``, and a tool call's ``"tool"`` argument text,
+  ``"tool_result"`` and the ``"round"`` markers of the tool loop; see
+  :class:`ToolCallMeta`). A view shows each type in its own block and ignores a
+  type it does not know (a view of an older version shows the text of a reply
+  with tool calls, without the calls).
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
   :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
   :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`),
@@ -84,8 +86,9 @@ __all__ = ["FINAL_STATUSES", "Status"]  # re-exported: the wire carries them
 Role = Literal["user", "assistant", "system"]
 
 
-#: What one delta appends: a string (all answer text) or ``[[type, text], ...]``.
-DeltaBody = str | list[list[str]]
+#: What one delta appends: a string (all answer text) or ``[[type, text, ...], ...]``
+#: (see ``Run`` in core/stream.py: tool runs carry the call's number, a result its display).
+DeltaBody = str | list[list[Any]]
 
 
 class LoadingMeta(TypedDict):
@@ -95,6 +98,55 @@ class LoadingMeta(TypedDict):
     text: str
     #: how far, 0..1 (rounded to 0.001); null: unknown
     fraction: float | None
+
+
+# ---- tool calls (#20) -------------------------------------------------------------------
+#: Where a tool call stands (nbstream/tools/calls.py)
+ToolState = Literal["streaming", "ready", "awaiting_approval", "running", "done", "error",
+                    "denied", "cancelled"]
+
+
+class ToolCallMetaExtras(TypedDict, total=False):
+    """Keys a :class:`ToolCallMeta` carries only where they apply."""
+
+    #: it needed a person's approval (the card shows Allow / Deny while it waits)
+    asks: bool
+    #: the card offers "Always allow" (not for a tool that runs code)
+    always: bool
+    #: one line: why it ended in error / denied / cancelled
+    error: str
+    #: how long the tool ran, ms (once it ended, if it ran)
+    ms: float
+    #: characters of the arguments the view did not receive (bounded on the wire)
+    cut: int
+
+
+class ToolCallMeta(ToolCallMetaExtras):
+    """One tool call of a message, in its meta's ``tools`` list (index: the call's
+    number, which its delta runs name). Its arguments and result travel in the
+    message's deltas: ``["tool", text, n]`` runs (the argument text as it streams) and
+    one ``["tool_result", text, n, display]`` run (what the model was told, and the
+    bounded MIME bundle the view shows: text/html, text/markdown, image/png,
+    image/jpeg; ``omitted``: those left out for size). ``["round", "", r]`` marks where
+    round r of the loop starts."""
+
+    id: str
+    name: str
+    state: ToolState
+    #: the round of the turn it was asked in (0: the model's first answer)
+    round: int
+
+
+class ToolApprovalMsg(TypedDict):
+    """View -> kernel: a person's answer to the approval card of call ``call`` in reply
+    ``id``: ``allow``, ``always`` (this tool, for this chat) or ``deny``. The kernel
+    refuses (and logs) one that does not match a call waiting for approval."""
+
+    kind: Literal["tool_approval"]
+    id: str
+    call: str
+    decision: Literal["allow", "always", "deny"]
+# ---- end of tool calls ------------------------------------------------------------------
 
 
 class MessageMetaExtras(TypedDict, total=False):
@@ -121,6 +173,8 @@ class MessageMetaExtras(TypedDict, total=False):
     #: an assistant's generation options in force (``temperature``,
     #: ``max_new_tokens``...; see :mod:`nbstream.generation`); absent: none known
     options: dict[str, Any]
+    #: its tool calls, in call order (absent: none; see :class:`ToolCallMeta`)
+    tools: list[ToolCallMeta]
 
 
 class MessageMeta(MessageMetaExtras):
@@ -262,7 +316,7 @@ class AckMsg(TypedDict):
 
 
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
-           | SwitchMsg | EditMsg | HelloMsg | ResyncMsg | AckMsg)
+           | SwitchMsg | EditMsg | HelloMsg | ResyncMsg | AckMsg | ToolApprovalMsg)
 
 #: the keys of the widget's state that are not per message
 LAST_ID_KEY = "last_id"
@@ -271,7 +325,7 @@ CURRENT_KEY = "current"
 LIVE_KEY = "live"
 REMOVED_KEY = "removed"
 #: what travels in the parts of a message
-PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer")
+PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer", "tool", "tool_result", "round")
 
 
 def meta_key(number: int) -> str:

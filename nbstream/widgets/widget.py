@@ -38,7 +38,7 @@ import reprlib
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import anywidget
 import traitlets
@@ -53,6 +53,8 @@ from ..doctor import warn_unsupported_frontend
 from ..generation import GenerationOptions
 from ..options import Options
 from ..sources.base import ChatMessage, Source
+from ..tools.calls import Decision, ToolCall
+from ..tools.tool import Tool, as_tools
 from .protocol import (
     CURRENT_KEY,
     FINAL_STATUSES,
@@ -63,10 +65,12 @@ from .protocol import (
     LoadingMeta,
     MessageMeta,
     MessageState,
+    ToolCallMeta,
     delta_key,
 )
 from .reply import Reply, run_reply
 from .runtime import widget_css, widget_esm, widget_runtime_ref
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS, MAX_ARGS_SHOWN, AllowList, ToolTurn
 
 log = logging.getLogger("nbstream")
 
@@ -122,7 +126,24 @@ def reply_meta(reply: Reply) -> MessageMeta:
     options = reply.options
     if options:
         meta["options"] = options
+    tools = tool_metas(reply)
+    if tools:
+        meta["tools"] = tools
     return meta
+
+
+def tool_metas(reply: Reply) -> list[ToolCallMeta]:
+    """The meta of each of ``reply``'s tool calls, in call order (#20)."""
+    out: list[ToolCallMeta] = []
+    turn = reply._turn
+    for c in reply.tool_calls:
+        m = cast(ToolCallMeta, c.meta())
+        full = len(c.arguments)
+        shown = turn.shown_arguments(c) if turn is not None else min(full, MAX_ARGS_SHOWN)
+        if full > shown:
+            m["cut"] = full - shown
+        out.append(m)
+    return out
 
 
 def reply_state(reply: Reply) -> MessageState:
@@ -133,8 +154,8 @@ def reply_state(reply: Reply) -> MessageState:
     final = status in FINAL_STATUSES
     state = MessageState(
         id=reply.id, role="assistant",
-        text="".join(t for k, t in runs if k == "answer"),
-        reasoning="".join(t for k, t in runs if k == "reasoning"),
+        text="".join(run[1] for run in runs if run[0] == "answer"),
+        reasoning="".join(run[1] for run in runs if run[0] == "reasoning"),
         seq=seq, status=status, error=error, detail=detail,
         stats=reply.stats if final and not reply.stream.restored else {}, parent=reply.parent)
     if final:
@@ -149,7 +170,7 @@ def reply_state(reply: Reply) -> MessageState:
 
 def wire_body(body: Body) -> DeltaBody:
     """A delta's body as JSON: a string, or ``[[type, text], ...]``."""
-    return body if isinstance(body, str) else [[k, t] for k, t in body]
+    return body if isinstance(body, str) else [list(run) for run in body]
 
 
 def _json_size(value: Any) -> int:
@@ -214,6 +235,11 @@ class StreamingWidget(anywidget.AnyWidget):
         self._ids = itertools.count(1)
         self._ignored = ViewMessageFilter()
         self._wire = _WireState()
+        #: tools (#20): what the model may call, how many rounds a turn may take, and the
+        #: tools a person chose "Always allow" for (replaced whole, never mutated)
+        self._tools: tuple[Tool, ...] = ()
+        self._max_tool_rounds = DEFAULT_MAX_TOOL_ROUNDS
+        self._allowed = AllowList()
         self._pump = get_pump()
         self._channel = self._pump.open_channel(self._send_update, opts.interval)
         self.on_msg(self._on_view_msg)
@@ -252,6 +278,119 @@ class StreamingWidget(anywidget.AnyWidget):
             self._branches.clear()
             self._wire.current = None
         self._history_changed()
+
+    # ------------------------------------------------------------- tools (#20)
+    @property
+    def tools(self) -> list[Tool]:
+        """The tools the model may call (a copy). Set it to a list of functions,
+        :class:`~nbstream.tools.Tool` objects or MCP servers; each is checked at once (a
+        bad tool raises, naming the function and the parameter). It applies to the next
+        question; a reply keeps the tools it was asked with."""
+        return list(self._tools)
+
+    @tools.setter
+    def tools(self, value: Sequence[Any] | None) -> None:
+        self._set_tools(value, type(self).__name__)
+
+    def _set_tools(self, value: Sequence[Any] | None, where: str) -> None:
+        tools = as_tools(value, where)
+        if tools:
+            for source in self._sources():
+                source.check_tools([t.schema for t in tools])
+        self._tools = tools
+
+    def _sources(self) -> list[Source]:
+        """The sources this widget asks (subclasses say)."""
+        return []
+
+    @property
+    def max_tool_rounds(self) -> int:
+        """How many rounds of tool calls one turn may run (default
+        :data:`~nbstream.widgets.toolturn.DEFAULT_MAX_TOOL_ROUNDS`); a model that still
+        calls tools after them ends its turn with ``finish_reason="max_tool_rounds"``."""
+        return self._max_tool_rounds
+
+    @max_tool_rounds.setter
+    def max_tool_rounds(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"max_tool_rounds must be an int >= 0, got {value!r}")
+        self._max_tool_rounds = value
+
+    @property
+    def pending_approvals(self) -> list[ToolCall]:
+        """The tool calls waiting for a person's approval, oldest first."""
+        with self._lock:
+            replies = [e for e in self._all if isinstance(e, Reply) and not e.done]
+        return [c for r in replies for c in r.tool_calls if c.state == "awaiting_approval"]
+
+    def approve(self, call_id: str, always: bool = False) -> ToolCall:
+        """Allow the tool call ``call_id`` (waiting for approval) to run; with
+        ``always``, every later call of the same tool in this chat runs without asking
+        (not offered for a tool that runs code). Returns the call."""
+        return self._decide(call_id, "always" if always else "allow", "approve")
+
+    def deny(self, call_id: str) -> ToolCall:
+        """Deny the tool call ``call_id``: it does not run, and the model is told so."""
+        return self._decide(call_id, "deny", "deny")
+
+    def _decide(self, call_id: str, decision: Decision, what: str) -> ToolCall:
+        if not isinstance(call_id, str):
+            raise TypeError(f"{what}(call_id): the id of a tool call (a str; see "
+                            f"chat.pending_approvals), got {type(call_id).__name__}")
+        found = [(r, c) for r, c in self._live_calls() if c.id == call_id]
+        waiting = [(r, c) for r, c in found if c.state == "awaiting_approval"]
+        if not waiting:
+            state = f"it is {found[0][1].state}" if found else "no live reply has it"
+            raise ValueError(f"{what}({call_id!r}): that call is not waiting for approval "
+                             f"({state})")
+        if len(waiting) > 1:
+            raise ValueError(f"{what}({call_id!r}): {len(waiting)} calls have that id; decide "
+                             "in the view, or give the sources unique call ids")
+        reply, call = waiting[0]
+        turn = reply._turn
+        if decision == "always" and not call.always_offered:
+            raise ValueError(f"{what}({call_id!r}, always=True): {call.name} runs code, so each "
+                             "call needs its own approval")
+        if turn is None or not turn.decide(call, decision):
+            raise ValueError(f"{what}({call_id!r}): that call was answered already")
+        return call
+
+    def _live_calls(self) -> list[tuple[Reply, ToolCall]]:
+        with self._lock:
+            replies = [e for e in self._all if isinstance(e, Reply) and not e.done]
+        return [(r, c) for r in replies for c in r.tool_calls]
+
+    def _on_tool_approval(self, content: dict[str, Any]) -> None:
+        """The view's Allow / Always allow / Deny. Checked here, not trusted: a stale or
+        forged answer (an unknown message, a call of another message, one not waiting,
+        answered already) is refused and logged."""
+        rid, cid, decision = content.get("id"), content.get("call"), content.get("decision")
+        if not (isinstance(rid, str) and len(rid) <= MAX_VIEW_ID
+                and isinstance(cid, str) and len(cid) <= MAX_VIEW_ID
+                and decision in ("allow", "always", "deny")):
+            raise BadViewMessage("tool_approval of the wrong shape")
+        with self._lock:
+            reply = self._wire.known.get(rid)
+        reason: str | None = None
+        call: ToolCall | None = None
+        if not isinstance(reply, Reply) or reply._turn is None:
+            reason = "no such reply"
+        elif reply.done:
+            reason = "the reply has ended"
+        else:
+            call = reply._turn.find(cid)
+            if call is None:
+                reason = "the call is not this reply's"
+            elif call.state != "awaiting_approval" or call.decision is not None:
+                reason = f"the call is {call.state}, not waiting for approval"
+            elif decision == "always" and not call.always_offered:
+                reason = "'always' is not offered for this tool"
+            elif not reply._turn.decide(call, cast(Decision, decision)):
+                reason = "the call was answered already"
+        if reason is not None:
+            log.warning("nbstream: refused a tool approval from the view (%s): %s", reason,
+                        reprlib.repr(content))
+            raise BadViewMessage(f"refused tool approval: {reason}")
 
     @property
     def conversation(self) -> list[MessageState]:
@@ -337,6 +476,10 @@ class StreamingWidget(anywidget.AnyWidget):
             messages = lambda: self._conversation_before(reply, system)  # noqa: E731
         reply = Reply(stream, source, messages, prompt=prompt,
                       on_interrupt=_weak_call(self.stop), generation=self._generation)
+        if self._tools or source.supports_tools:
+            reply._turn = ToolTurn(stream, self._tools, self._max_tool_rounds, self._allowed,
+                                   resubmit=lambda: self._resubmit(reply),
+                                   clock=self._pump.clock)
         reply.pane = pane
         reply.parent = self._branches.current if parent == "current" else parent
         self._add(reply, reply.parent)
@@ -400,6 +543,11 @@ class StreamingWidget(anywidget.AnyWidget):
             log.warning("%s.queued() raised; the reply goes on", source.label, exc_info=True)
         lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
 
+    def _resubmit(self, reply: Reply) -> None:
+        """The next round of ``reply``'s tool loop: back in its model's queue (any thread)."""
+        source = reply.source
+        lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
+
     def _conversation_before(self, reply: Reply,
                              system_prompt: str | None) -> list[ChatMessage]:
         """What ``reply``'s source sees: ``system_prompt``, then each earlier prompt
@@ -422,13 +570,11 @@ class StreamingWidget(anywidget.AnyWidget):
                 break
             if isinstance(e, UserTurn):
                 unanswered = e.text  # an earlier prompt left unanswered is dropped
-            elif e.pane == reply.pane and unanswered is not None:
-                text = e.text
-                if text:
-                    msgs.append({"role": "user", "content": unanswered})
-                    msgs.append({"role": "assistant",
-                                 "content": e.history_content(self.include_reasoning_in_history)})
-                    unanswered = None
+            elif (e.pane == reply.pane and unanswered is not None
+                  and (e.text or e.tool_calls)):
+                msgs.append({"role": "user", "content": unanswered})
+                msgs.extend(e.history_messages(self.include_reasoning_in_history))
+                unanswered = None
         if unanswered is not None:
             msgs.append({"role": "user", "content": unanswered})
         return msgs
@@ -554,6 +700,9 @@ class StreamingWidget(anywidget.AnyWidget):
             return True
         if kind == "clear":
             self.clear()
+            return True
+        if kind == "tool_approval":
+            self._on_tool_approval(content)
             return True
         return False
 
