@@ -207,9 +207,9 @@ class ChatWidget(StreamingWidget):
         text too. A reply that called tools is an assistant turn per round, with its
         ``tool_calls``, each followed by a ``"tool"`` turn per call (``tool_call_id``,
         ``name``, and as ``content`` what the model was told). With
-        ``include_reasoning``, a reply's reasoning comes first in its content in ``<think>`` tags (as ``include_reasoning_in_history`` sends it to
-        the model); ``ChatWidget(source, messages=chat.to_messages(...))`` reads
-        either form back."""
+        ``include_reasoning``, a reply's reasoning comes first in its content in
+        ``<think>`` tags (as ``include_reasoning_in_history`` sends it to the model);
+        ``ChatWidget(source, messages=chat.to_messages(...))`` reads either form back."""
         out: list[ChatMessage] = []
         if self.system_prompt:
             out.append({"role": "system", "content": self.system_prompt})
