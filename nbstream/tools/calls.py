@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Literal
 
 from .results import ToolResult
@@ -75,6 +75,39 @@ class ToolCall:
         self.cancel = threading.Event()
         self._on_change = on_change
         self._clock = clock
+
+    @classmethod
+    def restored(cls, number: int, round: int, index: int, saved: Mapping[str, Any]
+                 ) -> ToolCall:
+        """A call that ended elsewhere (a saved conversation): ``saved`` holds ``id``,
+        ``name``, ``arguments``, ``state`` (final), ``result``, ``display``, ``error``,
+        ``ms`` (see ``conversation/transcript.py``)."""
+        call = cls(number, round, index, str(saved["id"]), str(saved["name"]))
+        call._arguments = [str(saved.get("arguments") or "")]
+        state = saved.get("state")
+        call._state = state if state in FINAL_TOOL_STATES else "cancelled"
+        text = saved.get("result")
+        if isinstance(text, str):
+            display = saved.get("display") or {}
+            call._result = ToolResult(text, {k: v for k, v in display.items()
+                                             if isinstance(v, str)})
+        call._error = saved.get("error") if isinstance(saved.get("error"), str) else None
+        ms = saved.get("ms")
+        if isinstance(ms, (int, float)) and not isinstance(ms, bool):
+            call._started, call._ended = 0.0, ms / 1000
+        return call
+
+    def saved(self) -> dict[str, Any]:
+        """The call as a conversation file keeps it (see :meth:`restored`)."""
+        with self._lock:
+            result = self._result
+            ms = None if self._started is None or self._ended is None else round(
+                (self._ended - self._started) * 1000, 1)
+            return {"id": self._id, "name": self._name, "arguments": "".join(self._arguments),
+                    "state": self._state if self._state in FINAL_TOOL_STATES else "cancelled",
+                    "result": None if result is None else result.text,
+                    "display": {} if result is None else dict(result.display),
+                    "error": self._error, "ms": ms}
 
     # ------------------------------------------------------------------ reading
     @property

@@ -341,8 +341,14 @@ class ChatWidget(StreamingWidget):
                 status, finish = e.status, e.finish_reason
                 if live_as_stopped and status not in FINAL_STATUSES:
                     status, finish = "stopped", "cancelled"
+                rounds = None
+                if e.tool_calls:  # (#20) round by round, with each call as it ended
+                    rounds = tuple({"reasoning": r["reasoning"], "content": r["content"],
+                                    "tool_calls": [c.saved() for c in r["calls"]]}
+                                   for r in e.rounds())
                 m = StoredMessage(e.id, e.parent, "assistant", e.text, e.reasoning, status,
-                                  finish, e.reason if status in ("error", "timeout") else None)
+                                  finish, e.reason if status in ("error", "timeout") else None,
+                                  rounds)
             out.append(m)
         return Transcript(tuple(out), current, self.system_prompt, self.title)
 

@@ -37,7 +37,7 @@ import logging
 import reprlib
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, cast
 
 import anywidget
@@ -48,7 +48,7 @@ from ..conversation.branches import Branches
 from ..conversation.transcript import StoredMessage
 from ..core import lanes
 from ..core.pump import Outgoing, get_pump
-from ..core.stream import Body, Stream, body_runs
+from ..core.stream import Body, Run, Stream, body_runs
 from ..doctor import warn_unsupported_frontend
 from ..generation import GenerationOptions
 from ..options import Options
@@ -130,6 +130,27 @@ def reply_meta(reply: Reply) -> MessageMeta:
     if tools:
         meta["tools"] = tools
     return meta
+
+
+def restored_rounds(rounds: Sequence[Mapping[str, Any]]) -> tuple[list[Run], list[ToolCall]]:
+    """The parts (runs) and the calls of a saved reply that called tools (#20)."""
+    runs: list[Run] = []
+    calls: list[ToolCall] = []
+    for r, rnd in enumerate(rounds):
+        if r:
+            runs.append(("round", "", r))
+        runs += [("reasoning", rnd["reasoning"]), ("answer", rnd["content"])]
+        mine = []
+        for i, saved in enumerate(rnd["tool_calls"]):
+            call = ToolCall.restored(len(calls), r, i, saved)
+            calls.append(call)
+            mine.append(call)
+            runs.append(("tool", call.arguments[:MAX_ARGS_SHOWN], call.number))
+        for call in mine:
+            result = call.result
+            if result is not None:
+                runs.append(("tool_result", result.text, call.number, result.wire()))
+    return runs, calls
 
 
 def tool_metas(reply: Reply) -> list[ToolCallMeta]:
@@ -503,12 +524,15 @@ class StreamingWidget(anywidget.AnyWidget):
                     entry = UserTurn(self._new_id(), m.content, parent)
                 else:
                     above = self._wire.known.get(parent) if parent is not None else None
+                    runs, calls = restored_rounds(m.rounds) if m.rounds else (None, [])
                     stream = Stream.from_parts(
                         self._new_id(), text=m.content, reasoning=m.reasoning, status=m.status,
-                        finish_reason=m.finish_reason, error=m.error, clock=self._pump.clock)
+                        finish_reason=m.finish_reason, error=m.error, clock=self._pump.clock,
+                        runs=runs)
                     entry = Reply(stream, source, (),
                                   prompt=above.text if isinstance(above, UserTurn) else "",
                                   on_interrupt=_weak_call(self.stop))
+                    entry._restored_calls = calls
                     entry.parent = parent
                 new_id[m.id] = entry.id
                 self._add(entry, parent)
