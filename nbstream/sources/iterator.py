@@ -117,8 +117,8 @@ def _check_fn(fn: object) -> None:
         if _takes_two(fn):
             return
         raise TypeError(f"IteratorSource(fn): fn must take one argument (the conversation, "
-                        f"a list of {{'role', 'content'}} dicts); {_name(fn)}{sig} "
-                        "cannot be called with one") from None
+                        f"a list of {{'role', 'content'}} dicts), or two (the conversation and "
+                        f"the tools); {_name(fn)}{sig} cannot be called with one") from None
 
 
 def _check_produced(produced: object, label: str) -> PieceSource:
