@@ -61,6 +61,132 @@ export interface LoadingProgress {
   fraction: number | null;
 }
 
+// ---- tool calls (#20) ------------------------------------------------------------------
+
+/** Where a tool call stands (nbstream/tools/calls.py). */
+export type ToolState =
+  | "streaming" // the arguments are arriving
+  | "ready" // the model's reply ended; the arguments are complete
+  | "awaiting_approval" // a person must allow it first
+  | "running"
+  | "done"
+  | "error" // it raised, timed out, was unknown or got arguments that do not fit
+  | "denied" // a person denied it (the model was told)
+  | "cancelled"; // the turn was stopped (or reached max_tool_rounds) first
+
+/** States a call never leaves. */
+export const FINAL_TOOL_STATES: ReadonlySet<string> = new Set<ToolState>([
+  "done",
+  "error",
+  "denied",
+  "cancelled",
+]);
+
+/** One tool call in a meta's `tools` list (index: the call's number in its message). */
+export interface ToolCallMeta {
+  id: string;
+  name: string;
+  state: ToolState;
+  /** the round of the turn it was asked in (0: the model's first answer) */
+  round: number;
+  /** it needed a person's approval (the card shows Allow / Deny while it waits) */
+  asks?: boolean;
+  /** the card offers "Always allow" */
+  always?: boolean;
+  /** why it ended in error / denied / cancelled */
+  error?: string;
+  /** how long the tool ran (ms) */
+  ms?: number;
+  /** characters of the arguments the view did not receive */
+  cut?: number;
+}
+
+/**
+ * A delta run of the tool loop, in order: a call's argument text (`tool`), its
+ * result (`tool_result`: what the model was told, and a MIME bundle the view may
+ * show), where round `n` starts (`round`); answer and reasoning text after the
+ * first of these, so that they show in their place.
+ */
+export type ToolRun =
+  | { type: "answer" | "reasoning"; text: string }
+  | { type: "tool"; n: number; text: string }
+  | { type: "tool_result"; n: number; text: string; display: Record<string, unknown> }
+  | { type: "round"; n: number };
+
+/** View -> kernel: a person's answer to call `call`'s approval card in reply `id`. */
+export interface ToolApprovalMsg {
+  kind: "tool_approval";
+  id: string;
+  call: string;
+  decision: "allow" | "always" | "deny";
+}
+
+const TOOL_STATES: ReadonlySet<string> = new Set([
+  "streaming",
+  "ready",
+  "awaiting_approval",
+  "running",
+  "done",
+  "error",
+  "denied",
+  "cancelled",
+]);
+
+/** A meta's `tools` list, checked: entries of the wrong shape are left out (null). */
+export function toToolMetas(x: unknown): (ToolCallMeta | null)[] | null {
+  if (!Array.isArray(x)) {
+    return null;
+  }
+  return x.map((t) => {
+    if (!isRecord(t) || typeof t.id !== "string" || typeof t.name !== "string") {
+      return null;
+    }
+    const meta: ToolCallMeta = {
+      id: t.id.slice(0, 256),
+      name: t.name.slice(0, 256),
+      state: (typeof t.state === "string" && TOOL_STATES.has(t.state)
+        ? t.state
+        : "cancelled") as ToolState,
+      round: isSeq(t.round) ? t.round : 0,
+    };
+    if (t.asks === true) {
+      meta.asks = true;
+    }
+    if (t.always === true) {
+      meta.always = true;
+    }
+    if (typeof t.error === "string") {
+      meta.error = t.error.slice(0, 500);
+    }
+    if (typeof t.ms === "number" && Number.isFinite(t.ms) && t.ms >= 0) {
+      meta.ms = t.ms;
+    }
+    if (isSeq(t.cut) && t.cut > 0) {
+      meta.cut = t.cut;
+    }
+    return meta;
+  });
+}
+
+/** One delta run as a {@link ToolRun} when it is one of the tool loop's (or null). */
+function toToolRun(run: unknown[]): ToolRun | null {
+  const [type, text, n] = run;
+  if (typeof text !== "string" || !isSeq(n) || n > 100_000) {
+    return null;
+  }
+  if (type === "tool") {
+    return { type, n, text };
+  }
+  if (type === "tool_result") {
+    return { type, n, text, display: isRecord(run[3]) ? run[3] : {} };
+  }
+  if (type === "round") {
+    return { type, n };
+  }
+  return null;
+}
+// ---- end of tool calls ------------------------------------------------------------------
+
 /** A message's key `m<i>`: everything but an assistant's text. */
 export interface MessageMeta {
   role: Role;
@@ -83,6 +209,8 @@ export interface MessageMeta {
   progress?: LoadingProgress;
   /** an assistant's generation options in force (temperature, max_new_tokens...) */
   options?: Record<string, unknown>;
+  /** its tool calls, in call order (absent: none) */
+  tools?: (ToolCallMeta | null)[];
 }
 
 /** One message as the view holds it. */
@@ -204,7 +332,8 @@ export type ViewMsg =
   | SystemPromptMsg
   | HelloMsg
   | ResyncMsg
-  | AckMsg;
+  | AckMsg
+  | ToolApprovalMsg;
 
 /** Older kernels' trait that held the whole conversation (a list of {@link MessageState}). */
 export const STATE_TRAIT = "conversation";
@@ -273,12 +402,23 @@ export function isDeltaMsg(x: unknown): x is DeltaMsg {
   );
 }
 
+/** What one delta appends, as the view takes it. */
+export interface DeltaParts {
+  text: string;
+  reasoning: string;
+  /**
+   * Every run in order, when the delta holds one of the tool loop's (null
+   * otherwise: a plain delta costs nothing more).
+   */
+  runs?: ToolRun[] | null;
+}
+
 /**
- * A delta key's value as the answer and reasoning it appends; null when it is
- * not a body (absent, removed, malformed). Runs of a type the view does not
- * know are skipped.
+ * A delta key's value as the answer and reasoning it appends (and, with tool
+ * calls, its runs in order); null when it is not a body (absent, removed,
+ * malformed). Runs of a type the view does not know are skipped.
  */
-export function toDeltaParts(x: unknown): { text: string; reasoning: string } | null {
+export function toDeltaParts(x: unknown): DeltaParts | null {
   if (typeof x === "string") {
     return { text: x, reasoning: "" };
   }
@@ -287,16 +427,27 @@ export function toDeltaParts(x: unknown): { text: string; reasoning: string } | 
   }
   let text = "";
   let reasoning = "";
+  let runs: ToolRun[] | null = null;
+  const ordered: ToolRun[] = [];
   for (const run of x) {
     if (Array.isArray(run) && typeof run[1] === "string") {
-      if (run[0] === "answer") {
-        text += run[1];
-      } else if (run[0] === "reasoning") {
-        reasoning += run[1];
+      if (run[0] === "answer" || run[0] === "reasoning") {
+        if (run[0] === "answer") {
+          text += run[1];
+        } else {
+          reasoning += run[1];
+        }
+        ordered.push({ type: run[0], text: run[1] });
+      } else {
+        const tool = toToolRun(run);
+        if (tool !== null) {
+          ordered.push(tool);
+          runs = ordered;
+        }
       }
     }
   }
-  return { text, reasoning };
+  return { text, reasoning, runs };
 }
 
 /** A message's meta key, checked and completed; null when it is absent or removed. */
@@ -330,6 +481,10 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
   }
   if (isRecord(x.options)) {
     meta.options = x.options;
+  }
+  const tools = toToolMetas(x.tools);
+  if (tools !== null) {
+    meta.tools = tools;
   }
   return meta;
 }

@@ -5,6 +5,7 @@ import {
   CURRENT_KEY,
   deltaKey,
   FINAL_STATUSES,
+  FINAL_TOOL_STATES,
   LAST_ID_KEY,
   LIVE_KEY,
   type MessageMeta,
@@ -14,8 +15,10 @@ import {
   STATE_TRAIT,
   type Status,
   type StopMsg,
+  type ToolCallMeta,
   toMessageMeta,
   toMessageState,
+  toToolMetas,
   type ViewMsg,
 } from "../src/protocol";
 
@@ -70,11 +73,20 @@ describe("protocol mirrors protocol.py", () => {
       progress: { text: "loading model", fraction: 0.5 },
       options: { temperature: 0 },
       parent: null,
+      tools: [],
     });
     expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
-      ["detail", "error", "finish_reason", "options", "pane", "parent", "progress", "text"].filter(
-        (k) => k in (full as object),
-      ),
+      [
+        "detail",
+        "error",
+        "finish_reason",
+        "options",
+        "pane",
+        "parent",
+        "progress",
+        "text",
+        "tools",
+      ].filter((k) => k in (full as object)),
     );
     // the progress a loading reply carries
     expect(fields(/^class LoadingMeta\(TypedDict\)/m)).toEqual(
@@ -114,6 +126,24 @@ describe("protocol mirrors protocol.py", () => {
     expect(optional.sort()).toEqual(["finish_reason", "options", "pane", "parent"]);
   });
 
+  it("ToolCallMeta fields, and its states", () => {
+    const fields = (start: RegExp) =>
+      [...block(start).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]).sort();
+    const [full] = toToolMetas([
+      { id: "c", name: "n", state: "done", round: 0, asks: true, always: true, error: "e" },
+    ]) as ToolCallMeta[];
+    const withAll = { ...full, ms: 1, cut: 2 };
+    expect(
+      [
+        ...fields(/^class ToolCallMeta\(ToolCallMetaExtras\)/m),
+        ...fields(/^class ToolCallMetaExtras\(TypedDict, total=False\)/m),
+      ].sort(),
+    ).toEqual(Object.keys(withAll).sort());
+    expect(quoted(block(/^ToolState = Literal\[/m)).sort()).toEqual(
+      ["streaming", "ready", "awaiting_approval", "running", ...FINAL_TOOL_STATES].sort(),
+    );
+  });
+
   it("StopMsg fields", () => {
     const fields = [...block(/^class StopMsg/m).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]);
     const stop: Required<StopMsg> = { kind: "stop", id: "m1", pane: 0 };
@@ -134,6 +164,7 @@ describe("protocol mirrors protocol.py", () => {
       hello: true,
       resync: true,
       ack: true,
+      tool_approval: true,
     };
     expect(kinds.sort()).toEqual([...Object.keys(view), "delta"].sort());
   });
