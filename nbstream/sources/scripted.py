@@ -30,7 +30,8 @@ arguments in pieces at the same rate) and then ends with
 
 ``rounds[r]`` is played in round ``r`` of each question's tool loop (``r`` is
 how many assistant turns with tool calls follow the last user message; past
-the end, the last one again). A function ``text(messages)`` may return
+the end, the last one again); a round may be a function of the messages, to
+answer from what the tools returned. A function ``text(messages)`` may return
 pieces and calls too, to answer from what the tools returned.
 """
 
@@ -119,7 +120,9 @@ class ScriptedSource(Source):
         stall_after: int | None = None,
         stall_for: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
-        rounds: Sequence[str | Sequence[ScriptItem]] | None = None,
+        rounds: Sequence[str | Sequence[ScriptItem]
+                         | Callable[[Sequence[ChatMessage]], str | Sequence[ScriptItem]]]
+        | None = None,
     ) -> None:
         if rounds is not None:
             if text != "":
@@ -163,8 +166,8 @@ class ScriptedSource(Source):
             script = self.rounds[min(tool_round(messages), len(self.rounds) - 1)]
         else:
             script = self.text
-            if callable(script):
-                script = script(messages)
+        if callable(script):
+            script = script(messages)
         out += split_words(script) if isinstance(script, str) else list(script)
         return out
 

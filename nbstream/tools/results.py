@@ -92,12 +92,14 @@ def to_result(value: Any) -> ToolResult:
         dumped = _dumped(value)
         if dumped is not None:
             text = dumped
+        elif _is_figure(value):
+            titles = [t for ax in value.get_axes() if (t := ax.get_title())]
+            named = f" ({'; '.join(titles)})" if titles else ""
+            text = f"(a matplotlib figure{named}, shown to the user as an image)"
         elif isinstance(plain, str) and plain:
             text = plain
         else:
             text = repr(value)
-        if not display and dumped is None and _is_figure(value):
-            text = "(a matplotlib figure, shown to the user as an image)"
     text, cut = bounded(text)
     kept: dict[str, str] = {}
     omitted: dict[str, int] = {}

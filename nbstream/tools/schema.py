@@ -111,7 +111,7 @@ def function_signature(fn: Callable[..., Any], name: str | None = None,
             continue
         if hint is inspect.Parameter.empty:
             raise ToolDefinitionError(f"tool {where}: parameter {pname!r} has no type hint; "
-                                      "the schema needs one (e.g. `city: str`)")
+                                      f"the schema needs one (e.g. `{pname}: str`)")
         hint, annotated_doc = _annotated_description(hint)
         doc = annotated_doc or param_docs.get(pname)
         if not doc:

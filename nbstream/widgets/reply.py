@@ -154,6 +154,23 @@ class Reply:
                             "error": c.error, "duration_ms": c.duration_ms})
         return out
 
+    def wait_for_approval(self, timeout: float | None = None) -> list[ToolCall]:
+        """Block until some of this reply's tool calls wait for a person's approval, and
+        return them (approve them with ``chat.approve(call.id)`` or ``chat.deny``); ``[]``
+        once the reply ended without asking. Raises :class:`TimeoutError` after
+        ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            waiting = [c for c in self.tool_calls if c.state == "awaiting_approval"]
+            if waiting:
+                return waiting
+            if self._stream.wait(0.02 if not mainthread.drain() else 0):
+                waiting = [c for c in self.tool_calls if c.state == "awaiting_approval"]
+                return waiting
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"reply {self.id}: no tool call waits for approval after "
+                                   f"{timeout} s (it is {self.status})")
+
     def rounds(self) -> list[dict[str, Any]]:
         """The reply round by round: ``[{"reasoning", "content", "calls": [ToolCall]}]``
         (one round for a reply without tool calls)."""
