@@ -642,3 +642,29 @@ def test_outcome_usage_is_summed_over_the_rounds() -> None:
     reply = chat.send("?")
     reply.wait(10)
     assert reply.stats["usage"] == {"prompt_tokens": 30, "completion_tokens": 7}
+
+
+def test_compare_and_stream_take_tools_too() -> None:
+    from nbstream import Compare, stream
+
+    view = stream(asked_weather(), "?", tools=[tool(weather, approve=True)])
+    assert view.wait(10) == "done"
+    assert [c.state for c in view.reply.tool_calls] == ["done", "done"]
+    cmp = Compare([asked_weather(), asked_weather()], tools=[tool(weather, approve=True)])
+    replies = cmp.send("?")
+    assert [r.wait(10) for r in replies] == ["done", "done"]
+    assert all(len(r.tool_calls) == 2 for r in replies)
+
+
+def test_a_main_thread_tool_runs_on_the_main_thread_while_a_cell_waits() -> None:
+    threads: list[str] = []
+
+    def here() -> str:
+        """Where it runs."""
+        threads.append(threading.current_thread().name)
+        return "ok"
+
+    source = ScriptedSource(rounds=[[call("here")], "done"], rate=5000)
+    chat = ChatWidget(source, tools=[tool(here, approve=True, main_thread=True)])
+    assert chat.send("?").wait(10) == "done"  # the wait runs it (no kernel here)
+    assert threads == ["MainThread"]

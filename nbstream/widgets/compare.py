@@ -19,6 +19,7 @@ from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..options import StreamOptions, Unpack, parse_options, with_options
 from ..sources.base import Source
 from .reply import Reply
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
 from .widget import BadViewMessage, StreamingWidget
 
 
@@ -43,11 +44,15 @@ class Compare(StreamingWidget):
         labels: Sequence[str] | None = None,
         system_prompt: str | None = None,
         title: str = "",
+        tools: Sequence[Any] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         **options: Unpack[StreamOptions],
     ) -> None:
         """Compare ``sources`` (at least two); ask them ``prompt`` at once if given.
 
-        ``labels`` name the panes (default: each source's label).
+        ``labels`` name the panes (default: each source's label). ``tools``: the
+        functions every model may call (see ``ChatWidget``; each pane runs its own
+        calls, each waiting for approval unless its tool says ``approve=True``).
         """
         opts = parse_options(Compare.__init__, options)
         check_system_prompt(system_prompt, "Compare")
@@ -83,8 +88,13 @@ class Compare(StreamingWidget):
         self.sources = sources
         self.labels = names
         self.system_prompt = system_prompt
+        self.max_tool_rounds = max_tool_rounds
+        self._set_tools(tools, "Compare")
         if prompt is not None:
             self.send(prompt)
+
+    def _sources(self) -> list[Source]:
+        return list(self.sources)
 
     def send(self, text: str) -> list[Reply]:
         """Ask every source ``text``; returns one reply per pane, in pane order."""
