@@ -140,6 +140,9 @@ describe("the tool-call card", () => {
     expect(card?.querySelector(".nbs-tool-args")?.firstChild).toBe(argsNode);
     expect(card?.querySelector(".nbs-tool-args")?.textContent).toBe('{"city": "Paris"}');
     expect(card?.querySelector(".nbs-tool-state")?.textContent).toBe("waiting for your approval");
+    expect(v.msg("m2")?.querySelector(".nbs-status")?.textContent).toBe(
+      "waiting for your approval",
+    );
     const buttons = [...(card?.querySelectorAll<HTMLButtonElement>("button") ?? [])];
     expect(buttons.map((b) => b.textContent)).toEqual(["Allow", "Always allow", "Deny"]);
     buttons[0]?.click();
@@ -177,7 +180,7 @@ describe("the tool-call card", () => {
       last_id: 2,
       m1: user("?"),
       m2: reply("done", 1, {
-        finish_reason: "stop",
+        finish_reason: "max_tool_rounds",
         tools: [
           call("done", { ms: 5 }),
           { ...call("denied"), id: "c2", error: "denied by the user" },
@@ -202,6 +205,9 @@ describe("the tool-call card", () => {
       "denied by the user",
     );
     expect(v.card("m2", 1)?.querySelector("button")).toBeNull();
+    expect(v.msg("m2")?.querySelector(".nbs-status")?.textContent).toContain(
+      "stopped after the most tool rounds allowed (max_tool_rounds)",
+    );
   });
 
   it("shows a rich result sanitized, an image only as base64 data, hostile text as text", () => {
