@@ -668,3 +668,51 @@ def test_a_main_thread_tool_runs_on_the_main_thread_while_a_cell_waits() -> None
     chat = ChatWidget(source, tools=[tool(here, approve=True, main_thread=True)])
     assert chat.send("?").wait(10) == "done"  # the wait runs it (no kernel here)
     assert threads == ["MainThread"]
+
+
+def test_time_limits_do_not_count_the_tool_phase_and_count_again_after_it() -> None:
+    def slow() -> str:
+        """Slow."""
+        threading.Event().wait(0.6)
+        return "ok"
+
+    source = ScriptedSource(rounds=[[call("slow")], "done"], rate=5000)
+    chat = ChatWidget(source, tools=[tool(slow, approve=True)], stall_timeout=0.3,
+                      first_token_timeout=0.3)
+    reply = chat.send("?")
+    assert reply.wait(10) == "done" and reply.status == "done"  # 0.6 s of tool: no timeout
+    # a second round that never answers still times out
+    stuck = ScriptedSource(rounds=[[call("slow")], "late"], rate=5000, stall_after=0,
+                           stall_for=5)
+    chat2 = ChatWidget(stuck, tools=[tool(slow, approve=True)], first_token_timeout=0.5)
+    r2 = chat2.send("?")
+    with pytest.raises(Exception, match="no first token after 0.5 s"):
+        r2.wait(10)
+    assert r2.status == "timeout"
+
+
+def test_long_arguments_are_cut_on_the_wire_and_whole_for_the_call() -> None:
+    from nbstream.widgets.toolturn import MAX_ARGS_SHOWN
+
+    got: list[int] = []
+
+    def echo(text: str) -> str:
+        """Echo.
+
+        Args:
+            text: the text
+        """
+        got.append(len(text))
+        return "ok"
+
+    big = "y" * (MAX_ARGS_SHOWN + 5000)
+    source = ScriptedSource(rounds=[[call("echo", text=big)], "done"], rate=100_000)
+    chat = ChatWidget(source, tools=[tool(echo, approve=True)])
+    wire = Wire(chat)
+    reply = chat.send("?")
+    reply.wait(30)
+    assert got == [len(big)]  # the tool got all of it
+    shown = "".join(run[1] for k, v in wire.model.items() if k.startswith("m2.")
+                    and isinstance(v, list) for run in v if run[0] == "tool")
+    assert len(shown) == MAX_ARGS_SHOWN
+    assert wire.model["m2"]["tools"][0]["cut"] == len(json.dumps({"text": big})) - MAX_ARGS_SHOWN
