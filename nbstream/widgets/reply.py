@@ -16,6 +16,7 @@ import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from ..core import lanes
 from ..core.loading import reporting_to
 from ..core.pieces import FinishReason, Outcome, Status, ToolCallDelta
 from ..core.stream import Run, Stream
@@ -68,6 +69,8 @@ class Reply:
         prompt: str = "",
         on_interrupt: Callable[[], object] | None = None,
         generation: GenerationOptions | None = None,
+        turn: Callable[[Reply], ToolTurn] | None = None,
+        tool_calls: Sequence[ToolCall] = (),
     ) -> None:
         self._stream = stream
         #: what a kernel interrupt during wait() stops (the widget, else this reply)
@@ -85,10 +88,10 @@ class Reply:
         self._outcome: Outcome | None = None
         self._generation = cast(GenerationOptions, dict(generation or {}))
         self._options = source.options_in_force(self._generation)
-        #: the agent loop (widgets/toolturn.py): set by the widget when the reply may call
-        #: tools; a restored reply holds its calls in ``_restored_calls`` instead
-        self._turn: ToolTurn | None = None
-        self._restored_calls: list[ToolCall] = []
+        #: the agent loop (widgets/toolturn.py), made by ``turn(reply)`` when the reply may
+        #: call tools; a restored reply (a saved conversation) holds its ``tool_calls``
+        self._turn: ToolTurn | None = turn(self) if turn is not None else None
+        self._restored_calls: list[ToolCall] = list(tool_calls)
 
     def _resolve_messages(self) -> list[ChatMessage]:
         msgs = self._messages
@@ -125,6 +128,11 @@ class Reply:
         return self._stream.finish_reason
 
     # ------------------------------------------------------------- tool calls (#20)
+    @property
+    def turn(self) -> ToolTurn | None:
+        """The agent loop of this reply (None: it takes no tools, or ended elsewhere)."""
+        return self._turn
+
     @property
     def tool_calls(self) -> list[ToolCall]:
         """The tool calls of this reply, over every round, in order (a copy of the list)."""
@@ -356,6 +364,12 @@ def run_reply(reply: Reply) -> None:
             raise
     else:
         stream.finish(outcome)
+
+
+def next_round(reply: Reply) -> None:
+    """The next round of ``reply``'s tool loop: back in its model's queue (any thread)."""
+    source = reply.source
+    lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
 
 
 def _plain_emit(stream: Stream) -> Callable[[str | ToolCallDelta], None]:

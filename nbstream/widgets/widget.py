@@ -68,7 +68,7 @@ from .protocol import (
     ToolCallMeta,
     delta_key,
 )
-from .reply import Reply, run_reply
+from .reply import Reply, next_round, run_reply
 from .runtime import widget_css, widget_esm, widget_runtime_ref
 from .toolturn import DEFAULT_MAX_TOOL_ROUNDS, MAX_ARGS_SHOWN, AllowList, ToolTurn
 
@@ -156,7 +156,7 @@ def restored_rounds(rounds: Sequence[Mapping[str, Any]]) -> tuple[list[Run], lis
 def tool_metas(reply: Reply) -> list[ToolCallMeta]:
     """The meta of each of ``reply``'s tool calls, in call order (#20)."""
     out: list[ToolCallMeta] = []
-    turn = reply._turn
+    turn = reply.turn
     for c in reply.tool_calls:
         m = cast(ToolCallMeta, c.meta())
         full = len(c.arguments)
@@ -368,7 +368,7 @@ class StreamingWidget(anywidget.AnyWidget):
             raise ValueError(f"{what}({call_id!r}): {len(waiting)} calls have that id; decide "
                              "in the view, or give the sources unique call ids")
         reply, call = waiting[0]
-        turn = reply._turn
+        turn = reply.turn
         if decision == "always" and not call.always_offered:
             raise ValueError(f"{what}({call_id!r}, always=True): {call.name} runs code, so each "
                              "call needs its own approval")
@@ -394,19 +394,20 @@ class StreamingWidget(anywidget.AnyWidget):
             reply = self._wire.known.get(rid)
         reason: str | None = None
         call: ToolCall | None = None
-        if not isinstance(reply, Reply) or reply._turn is None:
+        turn = reply.turn if isinstance(reply, Reply) else None
+        if not isinstance(reply, Reply) or turn is None:
             reason = "no such reply"
         elif reply.done:
             reason = "the reply has ended"
         else:
-            call = reply._turn.find(cid)
+            call = turn.find(cid)
             if call is None:
                 reason = "the call is not this reply's"
             elif call.state != "awaiting_approval" or call.decision is not None:
                 reason = f"the call is {call.state}, not waiting for approval"
             elif decision == "always" and not call.always_offered:
                 reason = "'always' is not offered for this tool"
-            elif not reply._turn.decide(call, cast(Decision, decision)):
+            elif not turn.decide(call, cast(Decision, decision)):
                 reason = "the call was answered already"
         if reason is not None:
             log.warning("nbstream: refused a tool approval from the view (%s): %s", reason,
@@ -495,12 +496,15 @@ class StreamingWidget(anywidget.AnyWidget):
             # the system prompt in force when it was asked, the history when it starts
             system = self.system_prompt
             messages = lambda: self._conversation_before(reply, system)  # noqa: E731
+        tools, rounds, allowed = self._tools, self._max_tool_rounds, self._allowed
+
+        def loop(r: Reply) -> ToolTurn:  # the agent loop of a reply that may call tools
+            return ToolTurn(stream, tools, rounds, allowed, resubmit=lambda: next_round(r),
+                            clock=self._pump.clock)
+
         reply = Reply(stream, source, messages, prompt=prompt,
-                      on_interrupt=_weak_call(self.stop), generation=self._generation)
-        if self._tools or source.supports_tools:
-            reply._turn = ToolTurn(stream, self._tools, self._max_tool_rounds, self._allowed,
-                                   resubmit=lambda: self._resubmit(reply),
-                                   clock=self._pump.clock)
+                      on_interrupt=_weak_call(self.stop), generation=self._generation,
+                      turn=loop if tools or source.supports_tools else None)
         reply.pane = pane
         reply.parent = self._branches.current if parent == "current" else parent
         self._add(reply, reply.parent)
@@ -531,8 +535,7 @@ class StreamingWidget(anywidget.AnyWidget):
                         runs=runs)
                     entry = Reply(stream, source, (),
                                   prompt=above.text if isinstance(above, UserTurn) else "",
-                                  on_interrupt=_weak_call(self.stop))
-                    entry._restored_calls = calls
+                                  on_interrupt=_weak_call(self.stop), tool_calls=calls)
                     entry.parent = parent
                 new_id[m.id] = entry.id
                 self._add(entry, parent)
@@ -565,11 +568,6 @@ class StreamingWidget(anywidget.AnyWidget):
             source.queued()  # on the asking thread, before the worker's (Source.queued)
         except Exception:
             log.warning("%s.queued() raised; the reply goes on", source.label, exc_info=True)
-        lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
-
-    def _resubmit(self, reply: Reply) -> None:
-        """The next round of ``reply``'s tool loop: back in its model's queue (any thread)."""
-        source = reply.source
         lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
 
     def _conversation_before(self, reply: Reply,
