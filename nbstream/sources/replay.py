@@ -47,7 +47,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any, Protocol, get_args
+from typing import Any, Protocol, cast, get_args
 
 from ..core.pieces import FinishReason, Outcome, Reasoning, ToolCallDelta
 from .base import Cancelled, ChatMessage, Emit, Source
@@ -363,7 +363,7 @@ class Recorder(Source):
 
         def recording_emit(piece: str | ToolCallDelta) -> None:
             t = clock() - start  # when the source produced it, before any backpressure
-            emit(piece)
+            cast(Callable[[object], None], emit)(piece)
             if isinstance(piece, str):  # (tool-call pieces are not recorded yet)
                 pieces.append((t, piece))
 

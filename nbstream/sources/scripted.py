@@ -49,6 +49,7 @@ from typing import Any, ClassVar
 
 from ..core.pieces import FinishReason, Outcome, Reasoning, ToolCallDelta
 from .base import Cancelled, ChatMessage, Emit, Source
+from .toolcalls import emit_call
 
 _WORD = re.compile(r"\s*\S+|\s+")
 #: never sleep for less than this: at thousands of pieces per second, waking every
@@ -191,9 +192,11 @@ class ScriptedSource(Source):
                 raise Cancelled()
             if cancel.is_set():
                 raise Cancelled()
-            if isinstance(piece, ToolCallDelta) and piece.name is not None:
-                calls += 1
-            emit(piece)
+            if isinstance(piece, ToolCallDelta):
+                calls += piece.name is not None
+                emit_call(emit, piece)
+            else:
+                emit(piece)
         return Outcome("tool_calls" if calls else self.finish_reason, self.usage)
 
     def _expanded(self, messages: Sequence[ChatMessage]) -> list[str | ToolCallDelta]:

@@ -34,7 +34,7 @@ The rules, for the whole text:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
+from typing import Literal, cast
 
 from ..core.pieces import Reasoning, ToolCallDelta
 
@@ -171,18 +171,18 @@ def _partial_tag_suffix(buf: str, tag: str, stray: str | None) -> int:
     return best
 
 
-def splitting(emit: Callable[[str | ToolCallDelta], None], splitter: ThinkSplitter
-              ) -> tuple[Callable[[str | ToolCallDelta], None], Callable[[], None]]:
+def splitting(emit: Callable[[str], None], splitter: ThinkSplitter
+              ) -> tuple[Callable[[str], None], Callable[[], None]]:
     """``(emit2, finish)``: ``emit2`` feeds the splitter and emits what it gives;
     ``finish()`` emits what it held at the end. Explicit :class:`Reasoning`
     pieces pass through as they are, and so do tool-call pieces (after what the
     splitter held)."""
 
-    def emit2(piece: str | ToolCallDelta) -> None:
-        if isinstance(piece, ToolCallDelta):
+    def emit2(piece: str) -> None:
+        if isinstance(piece, ToolCallDelta):  # (the pipeline's emit takes these too)
             for part in splitter.flush():
                 emit(part)
-            emit(piece)
+            cast(Callable[[object], None], emit)(piece)
             return
         if isinstance(piece, Reasoning):
             for part in splitter.flush():

@@ -20,7 +20,7 @@ from ..conversation.transcript import StoredMessage, Transcript
 from ..core.pieces import FINAL_STATUSES
 from ..generation import GenerationOptions, check_generation
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import ChatMessage, Source
+from ..sources.base import ChatMessage, Source, source_name
 from .reply import Reply
 from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
 from .widget import MAX_VIEW_TEXT, BadViewMessage, StreamingWidget, UserTurn
@@ -167,7 +167,7 @@ class ChatWidget(StreamingWidget):
     @generation.setter
     def generation(self, value: GenerationOptions | None) -> None:
         self._generation = check_generation(
-            value, "ChatWidget.generation", label=self.source.label,
+            value, "ChatWidget.generation", label=source_name(self.source),
             supported=self.source.generation_options)
 
     def send(self, text: str) -> Reply:
