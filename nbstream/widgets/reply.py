@@ -335,12 +335,17 @@ def run_reply(reply: Reply) -> None:
                                     else [])
             turn.begin_round()
             schemas = turn.schemas
+            options = reply.generation
+            if turn.round and options.get("tool_choice") not in (None, "auto", "none"):
+                # a forced call ("required", or a named tool) is for the first round only:
+                # forced again, the model could never answer (OpenAI's Agents SDK does so too)
+                options["tool_choice"] = "auto"
             if schemas:
                 outcome = source.generate_with(messages, turn.emit, stream.cancel_event,
-                                               reply.generation, schemas)
+                                               options, schemas)
             else:
                 outcome = source.generate_with(messages, turn.emit, stream.cancel_event,
-                                               reply.generation)
+                                               options)
         reply._outcome = outcome = outcome if isinstance(outcome, Outcome) else Outcome()
         tokens = outcome.figures.get("tokens")
         if isinstance(tokens, int):
