@@ -27,6 +27,11 @@ Who owns what:
   options (``_generation``, replaced whole, never mutated).
 * View messages (:meth:`_on_view_msg`) arrive on the kernel's main thread, or
   a subshell thread; the handler only enqueues or flags and never blocks.
+* Tools (#20): ``_tools`` and ``_max_tool_rounds`` are replaced whole by the
+  user's cells (a reply takes them when it is asked); ``_allowed`` (the tools a
+  person chose "Always allow" for) guards itself. Each reply's agent loop is its
+  :class:`~nbstream.widgets.toolturn.ToolTurn`, which owns its calls; an approval
+  from the view or a cell only records a decision there.
 """
 
 from __future__ import annotations
