@@ -197,10 +197,8 @@ class ToolCall:
                     out["always"] = True
             if self._error is not None:
                 out["error"] = self._error[:500]
-            if self._started is not None:
-                end = self._ended if self._ended is not None else None
-                if end is not None:
-                    out["ms"] = round((end - self._started) * 1000, 1)
+            if self._started is not None and self._ended is not None:  # it ran, and ended
+                out["ms"] = round((self._ended - self._started) * 1000, 1)
             return out
 
     def as_message(self) -> dict[str, Any]:
