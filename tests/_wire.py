@@ -117,3 +117,20 @@ def view_text(wire: Wire, mid: str) -> str:
         if e["id"] == mid:
             return str(e["text"])
     return ""
+
+
+def send_from_view(widget: StreamingWidget, content: Any) -> None:
+    """Send ``content`` as a view does (``model.send(content)`` in the browser): a
+    ``comm_msg`` whose data is ipywidgets' ``custom`` method, handed to the widget's
+    comm, so that the dispatch a kernel runs (the comm's callback, ipywidgets'
+    ``_handle_msg`` and ``_handle_custom_msg``, the widget's ``on_msg`` handlers)
+    runs here too. Returns once the handlers returned."""
+    comm = widget.comm
+    assert comm is not None, "the widget is closed"
+    comm.handle_msg({
+        "header": {"msg_type": "comm_msg"},
+        "parent_header": {},
+        "metadata": {},
+        "content": {"comm_id": comm.comm_id, "data": {"method": "custom", "content": content}},
+        "buffers": [],
+    })

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 import pydantic
 import pytest
 from _wait import wait_until
-from _wire import Wire
+from _wire import Wire, send_from_view
 
 from nbstream import ChatWidget, Tool, tool
 from nbstream.conversation import transcript
@@ -484,7 +484,7 @@ def test_forged_or_stale_approvals_from_the_view_are_refused_and_logged(
     wait_until(lambda: len(chat.pending_approvals) == 2, 10)
 
     def view(**msg: Any) -> None:
-        chat._on_view_msg(chat, {"kind": "tool_approval", **msg}, [])
+        send_from_view(chat, {"kind": "tool_approval", **msg})
 
     with caplog.at_level(logging.WARNING, logger="nbstream"):
         view(id="m99", call="c1", decision="allow")  # no such message
@@ -493,7 +493,15 @@ def test_forged_or_stale_approvals_from_the_view_are_refused_and_logged(
         view(id=first.id, call="c1", decision="sudo")  # not a decision
         view(id=first.id, call="c1", decision="allow")  # the real one
         view(id=first.id, call="c1", decision="deny")  # answered already
-    assert caplog.text.count("refused a tool approval from the view") == 4
+    # each refusal is counted; each reason logged once (the view cannot fill the log)
+    assert chat._ignored.count == 5
+    refused = sorted(r for r in chat._ignored.reasons if r.startswith("refused tool approval"))
+    assert refused == ["refused tool approval: no such reply",
+                       "refused tool approval: the call is not this reply's",
+                       "refused tool approval: the call was answered already"]
+    assert any(r.startswith("tool_approval: Invalid enum value 'sudo'")
+               for r in chat._ignored.reasons), chat._ignored.reasons
+    assert caplog.text.count("ignored a view message (refused tool approval") == 3
     wait_until(lambda: first.tool_calls[0].state == "done", 10)
     assert first.tool_calls[1].state == "awaiting_approval"
     chat.deny("c2")
@@ -502,7 +510,7 @@ def test_forged_or_stale_approvals_from_the_view_are_refused_and_logged(
     wait_until(lambda: len(chat.pending_approvals) == 2, 10)
     with caplog.at_level(logging.WARNING, logger="nbstream"):
         view(id=first.id, call="c2", decision="allow")  # the ended message's call
-    assert "the reply has ended" in caplog.text
+    assert "refused tool approval: the reply has ended" in caplog.text
     assert [c.state for c in second.tool_calls] == ["awaiting_approval"] * 2
     chat.stop()
     assert chat._ignored.count == 6  # the five above, and the malformed one

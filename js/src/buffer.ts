@@ -38,7 +38,7 @@ import {
   type DeltaMsg,
   type DeltaParts,
   FINAL_STATUSES,
-  type LoadingProgress,
+  type LoadingMeta,
   type MessageMeta,
   type MessageState,
   type ResyncMsg,
@@ -140,7 +140,7 @@ function sameStats(a: Record<string, unknown>, b: Record<string, unknown>): bool
   }
 }
 
-function sameProgress(a: LoadingProgress | undefined, b: LoadingProgress | undefined): boolean {
+function sameProgress(a: LoadingMeta | undefined, b: LoadingMeta | undefined): boolean {
   return a === b || (a?.text === b?.text && a?.fraction === b?.fraction);
 }
 

@@ -34,11 +34,14 @@ import { FullSink, MarkdownSink, renderOnce, type Sink } from "./incremental";
 import { FINAL_STATUSES, FINAL_TOOL_STATES, type ToolCallMeta, type ToolRun } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { sanitize } from "./sanitize";
+import type { SizedMode } from "./sized";
 
 export interface ToolPartsOptions {
   highlighter: Highlighter | null;
   /** "full": the naive renderer (benchmarks) */
   markdown: "incremental" | "full";
+  /** how laid-out blocks skip layout (sized.ts; "at-once": the previous way, benchmarks) */
+  sized: SizedMode;
   signal: AbortSignal;
 }
 
@@ -331,7 +334,11 @@ export class ToolParts {
         if (r.reasoning === null) {
           r.reasoning = new ReasoningBlock(
             this.doc,
-            { highlighter: this.options.highlighter, markdown: this.options.markdown },
+            {
+              highlighter: this.options.highlighter,
+              markdown: this.options.markdown,
+              sized: this.options.sized,
+            },
             this.options.signal,
           );
           r.el.prepend(r.reasoning.el);
@@ -387,9 +394,9 @@ export class ToolParts {
       return new FullSink(el);
     }
     const highlighter = this.options.highlighter;
-    return new MarkdownSink(
-      el,
-      highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) },
-    );
+    return new MarkdownSink(el, {
+      sized: this.options.sized,
+      ...(highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) }),
+    });
   }
 }

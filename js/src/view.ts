@@ -37,6 +37,7 @@ import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { PaneInfo } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
+import type { SizedMode } from "./sized";
 import { SystemPromptBar } from "./system";
 import { conversationMarkdown } from "./transcript";
 
@@ -79,6 +80,8 @@ export interface ViewOptions {
   /** where closed code blocks get highlighted; null: never */
   idle: IdleScheduler | null;
   markdown?: MarkdownMode;
+  /** how laid-out blocks skip layout (sized.ts; "batched" as shipped) */
+  sized?: SizedMode;
   /** characters of message text shown, summed over the messages (for benchmarks) */
   onChars?: (delta: number) => void;
 }
@@ -219,6 +222,7 @@ export abstract class BaseView implements WidgetView {
       canEdit,
       highlighter: this.highlighter,
       markdown: this.options.markdown ?? "incremental",
+      sized: this.options.sized ?? "batched",
       onChars: this.options.onChars,
       signal: this.listeners.signal,
       label,

@@ -113,6 +113,11 @@ class ToolCallDelta:
 #: loop starts (``"round"``).
 PartType = Literal["answer", "reasoning", "tool", "tool_result", "round"]
 
+#: Every part type, in the order a view shows a message's parts (a new type is added
+#: to :data:`PartType` and here). The tool loop's parts (#20) show in the order they
+#: came, between reasoning and answer.
+PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer", "tool", "tool_result", "round")
+
 
 class Reasoning(str):
     """A piece of the model's reasoning (thinking), not of its answer.
@@ -160,6 +165,8 @@ class ToolOutput(str):
 
     def __repr__(self) -> str:
         return f"ToolOutput({str.__repr__(self)}, call={self.call})"
+
+
 class RoundStart(str):
     """An empty piece that marks where round ``round`` (1, 2, ...) of a tool loop starts:
     the model asked again with the results of the calls before it."""
@@ -173,6 +180,8 @@ class RoundStart(str):
 
     def __repr__(self) -> str:
         return f"RoundStart({self.round})"
+
+
 # ---- end of tool-call pieces -----------------------------------------------------------
 
 

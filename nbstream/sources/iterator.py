@@ -48,7 +48,7 @@ from ..core.pieces import Outcome, ToolCallDelta, ToolSchema
 from ..generation import GenerationOptions
 from .base import Cancelled, ChatMessage, Emit, Source, source_name
 from .scripted import ScriptedCall
-from .think import ThinkSplitter, ThinkTags, splitting
+from .think import ThinkSplitter, ThinkTags, check_think_options, splitting
 from .toolcalls import emit_call
 
 #: what the function may return: pieces (``str`` or ``Reasoning``), and
@@ -72,7 +72,7 @@ class IteratorSource(Source):
                             f"{type(label).__name__} {reprlib.repr(label)}")
         self.fn = fn
         self._takes_tools = _takes_two(fn)
-        self.think_tags = _check_think_tags(think_tags)
+        self.think_tags, _ = check_think_options(think_tags, where="IteratorSource")
         self._label: str = given_name(fn) if label is None else label
         # what errors and the repr call it: the label, else the function's own name
         self._name: str = label or str(getattr(fn, "__name__", "iterator"))
@@ -186,12 +186,6 @@ def _takes_two(fn: object) -> bool:
 
 def _name(fn: object) -> str:
     return str(getattr(fn, "__qualname__", getattr(fn, "__name__", type(fn).__name__)))
-
-
-def _check_think_tags(value: Any) -> ThinkTags:
-    if value is None or isinstance(value, bool) or value == "opened":
-        return value  # type: ignore[no-any-return]
-    raise ValueError(f"think_tags must be True, False, None or 'opened', got {value!r}")
 
 
 

@@ -1,6 +1,20 @@
-"""The wire protocol between the kernel and the browser view, as types.
+"""The wire protocol between the kernel and the browser view, as types: declared once.
 
-Mirrored by ``js/src/protocol.ts``; change both together.
+This module is the one source of truth. The front end's types
+(``js/src/protocol.gen.ts``, re-exported by ``js/src/protocol.ts``) are
+generated from it by ``python scripts/gen_protocol.py`` (Python types -> JSON
+Schema with msgspec -> TypeScript with json-schema-to-typescript); ``make lint``
+runs ``scripts/gen_protocol.py --check``, which fails when that file is stale.
+The kernel checks every message a view sends against these types
+(``wire.py``: :func:`~nbstream.widgets.wire.parse_view_msg`), bounds included
+(the ``MAX_*`` below), before a handler sees it.
+
+**Adding a type.** Declare it here (a ``TypedDict``, ``Literal`` or alias;
+``#:`` comments on fields become the TypeScript doc comments), add a view ->
+kernel message to :data:`ViewMsg` (its ``kind`` is a ``Literal``: that is how
+it is dispatched), name a new top-level type in :data:`GENERATED` if nothing
+generated reaches it, run ``python scripts/gen_protocol.py``, and handle the new
+message in ``StreamingWidget._on_command`` (or a subclass's).
 
 Direction rules (who may send what, how often, and why):
 
@@ -56,14 +70,16 @@ Direction rules (who may send what, how often, and why):
   delta keys and the meta. A message whose meta is final is complete once
   its deltas ``1..seq`` are applied; nothing else of it changes.
 * **Parts.** A delta carries runs of typed parts (:data:`PartType`:
-  ``"reasoning"``, ``"answer"``, and a tool call's ``"tool"`` argument text,
-  ``"tool_result"`` and the ``"round"`` markers of the tool loop; see
-  :class:`ToolCallMeta`). A view shows each type in its own block and ignores a
-  type it does not know (a view of an older version shows the text of a reply
-  with tool calls, without the calls).
+  ``"reasoning"``, ``"answer"``, and the tool loop's: a tool call's ``"tool"``
+  argument text, its ``"tool_result"`` and the ``"round"`` markers; see
+  :data:`DeltaRun` and :class:`ToolCallMeta`). A view shows each type in its own
+  block and ignores a type it does not know, so a new type is added without
+  another redesign (a view of an older version shows the text of a reply with
+  tool calls, without the calls).
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
   :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
-  :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`),
+  :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`,
+  :class:`ToolApprovalMsg`),
   :class:`HelloMsg` when a view is rendered (the kernel re-sends the metas of live
   messages and ``live``), and
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
@@ -77,22 +93,48 @@ Direction rules (who may send what, how often, and why):
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+import sys
+import typing
+from typing import Annotated, Any, Literal, TypedDict
 
-from ..core.pieces import FINAL_STATUSES, FinishReason, PartType, Status
+from msgspec import Meta
 
-__all__ = ["FINAL_STATUSES", "Status"]  # re-exported: the wire carries them
+from ..core.pieces import FINAL_STATUSES, PART_TYPES, FinishReason, PartType, Status
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # pragma: no cover
+    from typing_extensions import NotRequired
+
+__all__ = ["FINAL_STATUSES", "PART_TYPES", "Status"]  # re-exported: the wire carries them
 
 Role = Literal["user", "assistant", "system"]
 
+#: How the view lays the conversation out (the ``mode`` trait): ``chat`` (a
+#: conversation with an input box: ChatWidget), ``stream`` (an optional prompt
+#: and one answer, no input box: StreamView, stream()), ``compare`` (one column
+#: per pane, one shared input box: Compare).
+Mode = Literal["chat", "stream", "compare"]
 
-#: What one delta appends: a string (all answer text) or ``[[type, text, ...], ...]``
-#: (see ``Run`` in core/stream.py: tool runs carry the call's number, a result its display).
-DeltaBody = str | list[list[Any]]
+#: One run of a delta: ``[type, text]`` for answer and reasoning text (a view ignores
+#: a run of a type it does not know; the tool loop's runs are :data:`ToolArgsRun`,
+#: :data:`ToolResultRun` and :data:`RoundRun`)
+TextRun = tuple[Literal["answer", "reasoning"], str]
+
+#: bounds on what a view message may carry (a message beyond one is refused)
+MAX_VIEW_TEXT = 1_000_000
+MAX_VIEW_ID = 256
+MAX_SEQ = 1 << 53
+MAX_RENDER_MS = 3_600_000.0
+
+#: a message id, as a view names it
+ViewId = Annotated[str, Meta(max_length=MAX_VIEW_ID)]
+#: text a person typed in the view
+ViewText = Annotated[str, Meta(max_length=MAX_VIEW_TEXT)]
 
 
 class LoadingMeta(TypedDict):
-    """What a loading reply waits for, as its source last said (see ``loading.py``)."""
+    """What a loading reply waits for, as its source last said (see ``core/loading.py``)."""
 
     #: one short line: "preparing the model (first run, once)", "loading model"
     text: str
@@ -101,9 +143,23 @@ class LoadingMeta(TypedDict):
 
 
 # ---- tool calls (#20) -------------------------------------------------------------------
-#: Where a tool call stands (nbstream/tools/calls.py)
+#: Where a tool call stands (nbstream/tools/calls.py): ``streaming`` (its arguments are
+#: arriving), ``ready`` (the model's reply ended: the arguments are complete),
+#: ``awaiting_approval`` (a person must allow it first), ``running``, ``done``,
+#: ``error`` (it raised, timed out, was unknown or got arguments that do not fit),
+#: ``denied`` (a person denied it; the model was told), ``cancelled`` (the turn was
+#: stopped, or reached ``max_tool_rounds``, first)
 ToolState = Literal["streaming", "ready", "awaiting_approval", "running", "done", "error",
                     "denied", "cancelled"]
+
+#: every state of a tool call (a view shows one it does not know as ``cancelled``)
+TOOL_STATES: tuple[ToolState, ...] = typing.get_args(ToolState)
+#: the states a tool call never leaves
+FINAL_TOOL_STATES: frozenset[ToolState] = frozenset({"done", "error", "denied", "cancelled"})
+
+#: a person's answer to an approval card: ``allow`` (this call), ``always`` (this tool,
+#: for this chat: not offered for a tool that runs code) or ``deny``
+ToolDecision = Literal["allow", "always", "deny"]
 
 
 class ToolCallMetaExtras(TypedDict, total=False):
@@ -124,11 +180,7 @@ class ToolCallMetaExtras(TypedDict, total=False):
 class ToolCallMeta(ToolCallMetaExtras):
     """One tool call of a message, in its meta's ``tools`` list (index: the call's
     number, which its delta runs name). Its arguments and result travel in the
-    message's deltas: ``["tool", text, n]`` runs (the argument text as it streams) and
-    one ``["tool_result", text, n, display]`` run (what the model was told, and the
-    bounded MIME bundle the view shows: text/html, text/markdown, image/png,
-    image/jpeg; ``omitted``: those left out for size). ``["round", "", r]`` marks where
-    round r of the loop starts."""
+    message's deltas (:data:`ToolArgsRun`, :data:`ToolResultRun`)."""
 
     id: str
     name: str
@@ -137,16 +189,53 @@ class ToolCallMeta(ToolCallMetaExtras):
     round: int
 
 
+#: A tool result as the view may show it (tools/results.py): MIME type -> data, each
+#: bounded (``DISPLAY_LIMITS``; images base64, PNG or JPEG only; HTML and Markdown
+#: sanitized by the view like model output), and ``omitted``: MIME type -> characters
+#: of the displays left out for their size.
+ToolDisplay = TypedDict("ToolDisplay", {
+    "text/html": str,
+    "text/markdown": str,
+    "image/png": str,
+    "image/jpeg": str,
+    "omitted": dict[str, int],
+}, total=False)
+
+#: ``["tool", text, n]``: a piece of the argument text (JSON) of the message's tool
+#: call number ``n`` (0, 1, ... over its rounds), in order as it streams; the first
+#: (maybe empty) marks the call's place among the parts
+ToolArgsRun = tuple[Literal["tool"], str, int]
+#: ``["tool_result", text, n, display]``: the result of call ``n``: the text the model
+#: was told, and what the view may show
+ToolResultRun = tuple[Literal["tool_result"], str, int, ToolDisplay]
+#: ``["round", "", r]``: round ``r`` (1, 2, ...) of the tool loop starts here: the
+#: model asked again with the results of the calls before it
+RoundRun = tuple[Literal["round"], Literal[""], int]
+
+
 class ToolApprovalMsg(TypedDict):
     """View -> kernel: a person's answer to the approval card of call ``call`` in reply
-    ``id``: ``allow``, ``always`` (this tool, for this chat) or ``deny``. The kernel
-    refuses (and logs) one that does not match a call waiting for approval."""
+    ``id``. The kernel refuses (and logs) one that does not match a call of that reply
+    waiting for approval (stale, forged, answered already)."""
 
     kind: Literal["tool_approval"]
-    id: str
-    call: str
-    decision: Literal["allow", "always", "deny"]
+    id: ViewId
+    call: ViewId
+    decision: ToolDecision
+
+
+#: the tool loop's types and constants, for ``GENERATED`` below
+TOOL_TYPES: tuple[Any, ...] = (ToolState, ToolDecision, ToolCallMeta, ToolDisplay,
+                               ToolArgsRun, ToolResultRun, RoundRun, ToolApprovalMsg)
+TOOL_CONSTANTS = ("TOOL_STATES", "FINAL_TOOL_STATES")
 # ---- end of tool calls ------------------------------------------------------------------
+
+#: One run of a delta, as a kernel of this version sends it.
+DeltaRun = TextRun | ToolArgsRun | ToolResultRun | RoundRun
+
+#: What one delta appends: a string (all answer text) or its runs in order
+#: (``[[type, text, ...], ...]``; see ``Run`` in core/stream.py).
+DeltaBody = str | list[DeltaRun]
 
 
 class MessageMetaExtras(TypedDict, total=False):
@@ -159,10 +248,10 @@ class MessageMetaExtras(TypedDict, total=False):
     #: why a finished reply ended (see :data:`~nbstream.core.pieces.FinishReason`); null:
     #: the source's stream ended with no end marker. Absent while it runs.
     finish_reason: FinishReason | None
-    #: one-line error for ``error`` / ``timeout``
-    error: str
-    #: optional details (traceback) shown on demand
-    detail: str
+    #: one-line error for ``error`` / ``timeout`` (absent or null: none)
+    error: str | None
+    #: optional details (traceback) shown on demand (absent or null: none)
+    detail: str | None
     #: the message this one follows (null: a first message). Messages with the same
     #: parent are alternatives (an edited question, a regenerated answer); absent in
     #: states saved by older versions, whose messages follow each other in id order
@@ -197,6 +286,9 @@ class MessageStateExtras(TypedDict, total=False):
     finish_reason: FinishReason | None
     #: the message this one follows (None: a first message)
     parent: str | None
+    #: while ``loading``: what the source waits for (the view's copy of its meta's;
+    #: ``StreamingWidget.conversation`` leaves it out)
+    progress: LoadingMeta
     #: the generation options in force (see :class:`MessageMetaExtras`)
     options: dict[str, Any]
 
@@ -223,28 +315,31 @@ class MessageState(MessageStateExtras):
 
 
 class DeltaMsg(TypedDict):
-    """Older kernels -> view: ``text`` is appended to message ``id``."""
+    """Older kernels -> view: ``text`` (and ``reasoning``) is appended to message ``id``."""
 
     kind: Literal["delta"]
     id: str
     seq: int
+    #: the answer text it appends
     text: str
+    #: the reasoning it appends (absent: none)
+    reasoning: NotRequired[str]
 
 
 class SendMsg(TypedDict):
     """View -> kernel: the user sent a prompt."""
 
     kind: Literal["send"]
-    text: str
+    text: ViewText
 
 
-class StopMsg(TypedDict, total=False):
+class StopMsg(TypedDict):
     """View -> kernel: stop the reply ``id``, or ``Compare``'s pane ``pane``, or (with
     neither) whatever runs."""
 
     kind: Literal["stop"]
-    id: str
-    pane: int
+    id: NotRequired[ViewId]
+    pane: NotRequired[Annotated[int, Meta(ge=0)]]
 
 
 class RegenerateMsg(TypedDict):
@@ -264,7 +359,7 @@ class ContinueMsg(TypedDict):
     """View -> kernel: ask the model to go on from the reply ``id`` (cut at the limit)."""
 
     kind: Literal["continue"]
-    id: str
+    id: ViewId
 
 
 class SwitchMsg(TypedDict):
@@ -272,7 +367,7 @@ class SwitchMsg(TypedDict):
     at its place)."""
 
     kind: Literal["switch"]
-    id: str
+    id: ViewId
 
 
 class EditMsg(TypedDict):
@@ -280,8 +375,8 @@ class EditMsg(TypedDict):
     alternative to it, answered (the old one and what followed it stay)."""
 
     kind: Literal["edit"]
-    id: str
-    text: str
+    id: ViewId
+    text: ViewText
 
 
 class SystemPromptMsg(TypedDict):
@@ -289,7 +384,7 @@ class SystemPromptMsg(TypedDict):
     to the next question (``ChatWidget``)."""
 
     kind: Literal["system_prompt"]
-    text: str
+    text: ViewText
 
 
 class HelloMsg(TypedDict):
@@ -302,30 +397,99 @@ class ResyncMsg(TypedDict):
     """View -> kernel: a delta of message ``id`` is missing after ``have``."""
 
     kind: Literal["resync"]
-    id: str
-    have: int
+    id: ViewId
+    #: the number of the last delta the view applied (absent: 0)
+    have: NotRequired[Annotated[int, Meta(ge=0, le=MAX_SEQ)]]
 
 
 class AckMsg(TypedDict):
     """View -> kernel: delta ``seq`` of ``id`` was rendered, taking ``render_ms``."""
 
     kind: Literal["ack"]
-    id: str
-    seq: int
-    render_ms: float
+    id: ViewId
+    seq: Annotated[int, Meta(ge=1, le=MAX_SEQ)]
+    #: the mean DOM time of the view's frames since its last ack (absent: 0)
+    render_ms: NotRequired[Annotated[float, Meta(ge=0, le=MAX_RENDER_MS)]]
 
 
+#: Every message a view sends; each is told apart by its ``kind``.
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
            | SwitchMsg | EditMsg | HelloMsg | ResyncMsg | AckMsg | ToolApprovalMsg)
 
+
+class PaneInfo(TypedDict):
+    """One pane of a ``Compare`` widget (an entry of the ``panes`` trait)."""
+
+    label: str
+
+
+class ViewDebug(TypedDict, total=False):
+    """Debugging switches of a widget's views (its ``debug`` trait), each absent as
+    shipped. Benchmarks set them to measure the previous ways side by side with
+    the shipped ones (``benchmarks/browser_*.py``); a view reads them when it
+    renders. A new switch is one more field here (and its use in the view)."""
+
+    #: ``"full"``: re-render an answer's whole Markdown each frame (the naive way),
+    #: instead of only its open block (``"incremental"``)
+    markdown: Literal["incremental", "full"]
+    #: ``"every-frame"``: acknowledge every frame that rendered deltas (the previous
+    #: way) instead of sparse rounds (``"sparse"``, js/src/frame.ts)
+    acks: Literal["sparse", "every-frame"]
+    #: the least time between two rounds of acks, ms (an experiment; the shipped gap
+    #: is js/src/frame.ts ACK_GAP_MS)
+    ack_gap_ms: Annotated[float, Meta(ge=0, le=60_000)]
+    #: ``"at-once"``: let a Markdown block skip layout in the frame it was first laid
+    #: out (the previous way), instead of in batches (``"batched"``, js/src/sized.ts)
+    sized: Literal["batched", "at-once"]
+
+
+class ViewTraits(TypedDict):
+    """The synced traits a view reads (any of them may be absent), besides the
+    per-message keys ``m<i>`` and ``m<i>.<s>``."""
+
+    #: older kernels' whole conversation (:data:`STATE_TRAIT`)
+    conversation: list[MessageState]
+    #: :data:`LAST_ID_KEY`
+    last_id: int
+    #: :data:`LIVE_KEY`
+    live: dict[str, int]
+    #: :data:`REMOVED_KEY`
+    removed: int
+    #: :data:`CURRENT_KEY`
+    current: str | None
+    #: one of :data:`Mode`; a view lays an unknown one out as a chat
+    mode: str
+    title: str
+    placeholder: str
+    source_label: str
+    panes: list[PaneInfo]
+    #: the system prompt (null: none)
+    system_prompt: str | None
+    #: debugging switches (:class:`ViewDebug`); ``{}`` as shipped
+    debug: ViewDebug
+
+
+#: older kernels' trait that held the whole conversation (a list of :class:`MessageState`)
+STATE_TRAIT = "conversation"
 #: the keys of the widget's state that are not per message
 LAST_ID_KEY = "last_id"
 #: the last message of the branch shown (absent in older states: every message shows)
 CURRENT_KEY = "current"
 LIVE_KEY = "live"
 REMOVED_KEY = "removed"
-#: what travels in the parts of a message
-PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer", "tool", "tool_result", "round")
+
+#: what ``scripts/gen_protocol.py`` writes to ``js/src/protocol.gen.ts``: these types
+#: (and every type they name) ...
+GENERATED: tuple[Any, ...] = (
+    Status, FinishReason, PartType, Role, Mode, DeltaBody, LoadingMeta, MessageMeta,
+    MessageState, DeltaMsg, SendMsg, StopMsg, RegenerateMsg, ClearMsg, ContinueMsg,
+    SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ResyncMsg, AckMsg, ViewMsg, PaneInfo,
+    ViewDebug, ViewTraits, TextRun, DeltaRun, *TOOL_TYPES,
+)
+#: ... and these constants
+GENERATED_CONSTANTS = ("FINAL_STATUSES", "PART_TYPES", "STATE_TRAIT", "LAST_ID_KEY",
+                       "CURRENT_KEY", "LIVE_KEY", "REMOVED_KEY", "MAX_VIEW_TEXT",
+                       "MAX_VIEW_ID", "MAX_SEQ", "MAX_RENDER_MS", *TOOL_CONSTANTS)
 
 
 def meta_key(number: int) -> str:

@@ -39,7 +39,7 @@ import logging
 import threading
 import time
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..core.pieces import (
@@ -52,7 +52,7 @@ from ..core.pieces import (
     ToolOutput,
     ToolSchema,
 )
-from ..core.stream import Stream
+from ..core.stream import Run, Stream
 from ..tools import mainthread
 from ..tools.calls import DENIED_TEXT, ToolCall, parse_arguments
 from ..tools.results import ToolResult, bounded, to_result
@@ -60,7 +60,8 @@ from ..tools.tool import Tool
 
 log = logging.getLogger("nbstream")
 
-__all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "MAX_ARGS_SHOWN", "AllowList", "ToolTurn"]
+__all__ = ["DEFAULT_MAX_TOOL_ROUNDS", "MAX_ARGS_SHOWN", "AllowList", "ToolTurn",
+           "restored_rounds"]
 
 #: rounds of tool calls a turn may run before it ends (OpenAI's Agents SDK's default too):
 #: enough for a model that looks something up, checks it and answers; a model stuck
@@ -359,3 +360,26 @@ class ToolTurn:
         for c in calls:
             if not c.done:
                 c.to("cancelled", error="the turn was stopped")
+
+
+def restored_rounds(rounds: Sequence[Mapping[str, Any]]) -> tuple[list[Run], list[ToolCall]]:
+    """The parts (runs, in order) and the calls of a saved reply that called tools
+    (a transcript's rounds: see ``conversation/transcript.py``), as a finished reply
+    holds them."""
+    runs: list[Run] = []
+    calls: list[ToolCall] = []
+    for r, rnd in enumerate(rounds):
+        if r:
+            runs.append(("round", "", r))
+        runs += [("reasoning", rnd["reasoning"]), ("answer", rnd["content"])]
+        mine = []
+        for i, saved in enumerate(rnd["tool_calls"]):
+            call = ToolCall.restored(len(calls), r, i, saved)
+            calls.append(call)
+            mine.append(call)
+            runs.append(("tool", call.arguments[:MAX_ARGS_SHOWN], call.number))
+        for call in mine:
+            result = call.result
+            if result is not None:
+                runs.append(("tool_result", result.text, call.number, result.wire()))
+    return runs, calls
