@@ -138,7 +138,8 @@ def test_each_kind_a_view_sends_is_declared_and_parsed_to_its_type() -> None:
         "switch": {"kind": "switch", "id": "m1"},
         "edit": {"kind": "edit", "id": "m1", "text": "again"},
         "system_prompt": {"kind": "system_prompt", "text": ""},
-        "hello": {"kind": "hello"},
+        "hello": {"kind": "hello", "view": "v1"},
+        "bye": {"kind": "bye", "view": "v1"},
         "resync": {"kind": "resync", "id": "m2", "have": 3},
         "ack": {"kind": "ack", "id": "m2", "seq": 4, "render_ms": 2},
         "tool_approval": {"kind": "tool_approval", "id": "m2", "call": "c1",
@@ -161,7 +162,7 @@ json_values = st.recursive(
                                                                 max_size=4),
     max_leaves=12,
 )
-kinds = st.sampled_from(["hello", "resync", "ack", "send", "stop", "clear", "regenerate",
+kinds = st.sampled_from(["hello", "bye", "resync", "ack", "send", "stop", "clear", "regenerate",
                          "switch", "edit", "delta", "tool_approval", "Send", ""]
                         ) | st.text(max_size=10) | json_values
 view_messages = st.one_of(
@@ -174,6 +175,7 @@ view_messages = st.one_of(
             "render_ms": st.floats() | json_values,
             "text": st.text(max_size=30) | json_values,
             "pane": st.integers() | json_values,
+            "view": st.sampled_from(["v1", "v2", ""]) | json_values,
             "call": st.sampled_from(["c1", "call_0_0"]) | json_values,
             "decision": st.sampled_from(["allow", "always", "deny"]) | json_values,
         },

@@ -44,6 +44,7 @@ import type {
   ToolState,
   ViewDebug,
   ViewTraits,
+  WelcomeMsg,
   MessageMeta as WireMeta,
 } from "./protocol.gen";
 import {
@@ -55,6 +56,7 @@ import {
 
 export type {
   AckMsg,
+  ByeMsg,
   ClearMsg,
   ContinueMsg,
   DeltaBody,
@@ -88,6 +90,7 @@ export type {
   ViewDebug,
   ViewMsg,
   ViewTraits,
+  WelcomeMsg,
 } from "./protocol.gen";
 export {
   CURRENT_KEY,
@@ -127,6 +130,11 @@ function isRecord(x: unknown): x is Record<string, unknown> {
 
 function isSeq(x: unknown): x is number {
   return typeof x === "number" && Number.isInteger(x) && x >= 0;
+}
+
+/** Whether a custom message from the kernel is a {@link WelcomeMsg} (connection.ts). */
+export function isWelcomeMsg(x: unknown): x is WelcomeMsg {
+  return isRecord(x) && x.kind === "welcome";
 }
 
 /** A well-formed delta, or false for anything else the kernel might send. */

@@ -53,6 +53,7 @@ from .protocol import (
     ToolCallMeta,
     ViewDebug,
     ViewMsg,
+    WelcomeMsg,
     delta_key,
 )
 from .reply import Reply
@@ -392,11 +393,14 @@ class WireEncoder:
         if current != self._current_sent:
             self._current_sent = current
             state[CURRENT_KEY] = current
+        if state:
+            msg = {"method": "update", "state": state, "buffer_paths": []}
+            total = _json_size(msg)
+            self._send(msg)
+        if out.welcome:  # after the state it brought: a welcomed view is up to date
+            self._send({"method": "custom", "content": WelcomeMsg(kind="welcome")})
         if not state:
             return
-        msg = {"method": "update", "state": state, "buffer_paths": []}
-        total = _json_size(msg)
-        self._send(msg)
         # each message's keys count for it; the envelope for the first one named
         owners = list(sizes)
         for i, owner in enumerate(owners):
