@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 #: Why a reply ended. Sources report ``stop``, ``length``, ``tool_calls``,
 #: ``abort`` (vLLM's), or None (a server's stream ended with neither a finish
@@ -47,6 +47,26 @@ Status = Literal[
 
 #: Statuses after which a message never changes again.
 FINAL_STATUSES: frozenset[Status] = frozenset({"done", "stopped", "error", "timeout"})
+
+# ---- tool calls (#20): where a call stands, and a person's answer --------------------------
+#: Where a tool call stands (nbstream/tools/calls.py): ``streaming`` (its arguments are
+#: arriving), ``ready`` (the model's reply ended: the arguments are complete),
+#: ``awaiting_approval`` (a person must allow it first), ``running``, ``done``,
+#: ``error`` (it raised, timed out, was unknown or got arguments that do not fit),
+#: ``denied`` (a person denied it; the model was told), ``cancelled`` (the turn was
+#: stopped, or reached ``max_tool_rounds``, first)
+ToolState = Literal["streaming", "ready", "awaiting_approval", "running", "done", "error",
+                    "denied", "cancelled"]
+
+#: every state of a tool call (a view shows one it does not know as ``cancelled``)
+TOOL_STATES: tuple[ToolState, ...] = get_args(ToolState)
+#: the states a tool call never leaves
+FINAL_TOOL_STATES: frozenset[ToolState] = frozenset({"done", "error", "denied", "cancelled"})
+
+#: a person's answer to an approval card: ``allow`` (this call), ``always`` (this tool,
+#: for this chat: not offered for a tool that runs code) or ``deny``
+ToolDecision = Literal["allow", "always", "deny"]
+# ---- end of tool calls ------------------------------------------------------------------
 
 
 class ToolCallFunction(TypedDict):

@@ -28,18 +28,16 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any
 
+from ..core.pieces import FINAL_TOOL_STATES, ToolDecision, ToolState
 from .results import ToolResult
 
 __all__ = ["FINAL_TOOL_STATES", "Decision", "ToolCall", "ToolState"]
 
-ToolState = Literal["streaming", "ready", "awaiting_approval", "running", "done", "error",
-                    "denied", "cancelled"]
-#: states a call never leaves
-FINAL_TOOL_STATES: frozenset[str] = frozenset({"done", "error", "denied", "cancelled"})
-#: a person's answer to an approval card
-Decision = Literal["allow", "always", "deny"]
+#: a person's answer to an approval card (``ToolState``, ``FINAL_TOOL_STATES`` and this
+#: are declared in core/pieces.py, which the wire protocol takes them from)
+Decision = ToolDecision
 #: what the model is told of a denied call
 DENIED_TEXT = "The user denied this tool call."
 #: what the model is told of a call that never ran (a history shown again later)

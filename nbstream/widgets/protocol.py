@@ -94,19 +94,29 @@ Direction rules (who may send what, how often, and why):
 from __future__ import annotations
 
 import sys
-import typing
 from typing import Annotated, Any, Literal, TypedDict
 
 from msgspec import Meta
 
-from ..core.pieces import FINAL_STATUSES, PART_TYPES, FinishReason, PartType, Status
+from ..core.pieces import (
+    FINAL_STATUSES,
+    FINAL_TOOL_STATES,
+    PART_TYPES,
+    TOOL_STATES,
+    FinishReason,
+    PartType,
+    Status,
+    ToolDecision,
+    ToolState,
+)
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired
 else:  # pragma: no cover
     from typing_extensions import NotRequired
 
-__all__ = ["FINAL_STATUSES", "PART_TYPES", "Status"]  # re-exported: the wire carries them
+__all__ = ["FINAL_STATUSES", "FINAL_TOOL_STATES", "PART_TYPES", "TOOL_STATES", "Status",
+           "ToolDecision", "ToolState"]  # re-exported: the wire carries them
 
 Role = Literal["user", "assistant", "system"]
 
@@ -143,23 +153,8 @@ class LoadingMeta(TypedDict):
 
 
 # ---- tool calls (#20) -------------------------------------------------------------------
-#: Where a tool call stands (nbstream/tools/calls.py): ``streaming`` (its arguments are
-#: arriving), ``ready`` (the model's reply ended: the arguments are complete),
-#: ``awaiting_approval`` (a person must allow it first), ``running``, ``done``,
-#: ``error`` (it raised, timed out, was unknown or got arguments that do not fit),
-#: ``denied`` (a person denied it; the model was told), ``cancelled`` (the turn was
-#: stopped, or reached ``max_tool_rounds``, first)
-ToolState = Literal["streaming", "ready", "awaiting_approval", "running", "done", "error",
-                    "denied", "cancelled"]
-
-#: every state of a tool call (a view shows one it does not know as ``cancelled``)
-TOOL_STATES: tuple[ToolState, ...] = typing.get_args(ToolState)
-#: the states a tool call never leaves
-FINAL_TOOL_STATES: frozenset[ToolState] = frozenset({"done", "error", "denied", "cancelled"})
-
-#: a person's answer to an approval card: ``allow`` (this call), ``always`` (this tool,
-#: for this chat: not offered for a tool that runs code) or ``deny``
-ToolDecision = Literal["allow", "always", "deny"]
+# (the states of a call and a person's answer are declared beside the statuses, in
+# core/pieces.py: ToolState, TOOL_STATES, FINAL_TOOL_STATES, ToolDecision)
 
 
 class ToolCallMetaExtras(TypedDict, total=False):
