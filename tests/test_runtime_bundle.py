@@ -132,6 +132,18 @@ def test_the_chunks_a_text_needs(text: str, chunks: set[str]) -> None:
     assert rt_mod.needed_chunks(text) == chunks
 
 
+def test_the_markdown_of_a_delta_is_its_text_and_its_tool_results_displays() -> None:
+    # a tool call's arguments are JSON, shown plain: no chunk for a "$" in them
+    args = [["tool", '{"price": "$5 and $x$", "code": "```py"}', 0], ["round", "", 1]]
+    assert rt_mod.needed_chunks(rt_mod.markdown_of(args)) == set()  # type: ignore[arg-type]
+    body = [["reasoning", "think &rarr;"], ["answer", "So $x$."], *args,
+            ["tool_result", "told", 0, {"text/markdown": "```python\nx = 1\n```"}]]
+    text = rt_mod.markdown_of(body)  # type: ignore[arg-type]
+    assert "So $x$." in text and "```python" in text and "price" not in text
+    assert rt_mod.needed_chunks(text) == {"math", "highlight", "entities"}
+    assert rt_mod.markdown_of("plain $y$") == "plain $y$"
+
+
 @needs_bundle
 @pytest.mark.parametrize(("reply", "expected"), [
     ("Just text, **bold**, a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", []),

@@ -36,12 +36,13 @@ import type { FrameScheduler, Timer } from "./frame";
 import type { Highlighter } from "./highlight";
 import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { ATTACH_CHUNK, ATTACH_FIRST, LazyRenderer } from "./lazy";
-import { FINAL_STATUSES } from "./protocol";
+import { FINAL_STATUSES, type ToolRun } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
 import type { SizedMode } from "./sized";
 import { isWaiting, LiveRate, statusLabel, statusTitle } from "./status";
 import { TextSink } from "./text";
+import { ToolParts } from "./toolcard";
 
 /** How assistant messages are rendered: incremental Markdown, or (benchmarks) the naive way. */
 export type MarkdownMode = "incremental" | "full";
@@ -98,6 +99,8 @@ interface MessageNode {
   copy: HTMLButtonElement | null;
   /** the reasoning block, once the message has reasoning */
   reasoning: ReasoningBlock | null;
+  /** its tool calls and the later rounds of the agent loop (toolcard.ts), once it has some */
+  tools: ToolParts | null;
   /** the Continue button, once the message was cut at the token limit */
   cont: HTMLButtonElement | null;
   /** the Edit button of a question */
@@ -374,7 +377,7 @@ export class MessageList {
     if (entry === null) {
       this.fresh.add(id);
     } else {
-      this.paintNode(node, entry, true, "", "", this.options.lazy?.now() ?? 0);
+      this.paintNode(node, entry, true, "", "", [], this.options.lazy?.now() ?? 0);
     }
     return node;
   }
@@ -408,7 +411,15 @@ export class MessageList {
     }
     this.fresh.delete(e.id);
     const statusChanged = node.shownStatus !== e.status;
-    this.paintNode(node, e, change.replaced, change.appended, change.reasoningAppended, now);
+    this.paintNode(
+      node,
+      e,
+      change.replaced,
+      change.appended,
+      change.reasoningAppended,
+      change.tail ?? [],
+      now,
+    );
     return statusChanged && e.role === "assistant" ? node.shownLabel : null;
   }
 
@@ -419,6 +430,7 @@ export class MessageList {
     replacedText: boolean,
     appended: string,
     reasoningAppended: string,
+    tail: readonly ToolRun[],
     now: number,
   ): void {
     // a node painted for the first time shows the whole text, whatever the change says
@@ -435,7 +447,7 @@ export class MessageList {
       lazy.defer(node.el, node.textEl, e.text);
       this.countChars(node, e.text.length);
     } else {
-      this.renderText(node, e, replaced, appended, reasoningAppended, final, now);
+      this.renderText(node, e, replaced, appended, reasoningAppended, tail, final, now);
     }
     this.updateChrome(node, e, now);
   }
@@ -459,7 +471,7 @@ export class MessageList {
     if (node === undefined || e == null) {
       return 0;
     }
-    this.renderText(node, e, true, "", "", FINAL_STATUSES.has(e.status), now);
+    this.renderText(node, e, true, "", "", [], FINAL_STATUSES.has(e.status), now);
     return e.text.length;
   }
 
@@ -468,18 +480,19 @@ export class MessageList {
     return id === undefined ? undefined : this.nodes.get(id);
   }
 
-  /** The message's text and reasoning, from `e` and what changed. */
+  /** The message's text, reasoning and tool calls, from `e` and what changed. */
   private renderText(
     node: MessageNode,
     e: Readonly<Entry>,
     replaced: boolean,
     appended: string,
     reasoningAppended: string,
+    tail: readonly ToolRun[],
     final: boolean,
     now: number,
   ): void {
     const before = misses();
-    this.renderTextAndReasoning(node, e, replaced, appended, reasoningAppended, final, now);
+    this.renderParts(node, e, replaced, appended, reasoningAppended, tail, final, now);
     if (misses() !== before) {
       this.waitForChunks(node);
     }
@@ -519,23 +532,27 @@ export class MessageList {
     for (const n of waiting) {
       const e = n.entry;
       if (e !== null && this.nodes.get(e.id) === n && !this.lazy?.isDeferred(n.el)) {
-        this.renderText(n, e, true, "", "", FINAL_STATUSES.has(e.status), now);
+        this.renderText(n, e, true, "", "", [], FINAL_STATUSES.has(e.status), now);
       }
     }
     this.settle();
   }
 
-  private renderTextAndReasoning(
+  private renderParts(
     node: MessageNode,
     e: Readonly<Entry>,
     replaced: boolean,
     appended: string,
     reasoningAppended: string,
+    tail: readonly ToolRun[],
     final: boolean,
     now: number,
   ): void {
+    // a reply in the tool loop: its head (the text before its first call) shows here
+    // as any reply's text; the calls and later rounds in node.tools (toolcard.ts)
+    const head = headOf(e);
     try {
-      this.updateText(node, e, replaced, appended, final, now);
+      this.updateText(node, head, replaced, appended, final, now);
     } catch (err) {
       // A renderer that fails must not take the view down: show this
       // message as plain text from now on.
@@ -544,10 +561,10 @@ export class MessageList {
       node.markdown = false;
       node.sink = new TextSink(node.textEl);
       node.textEl.className = "nbs-text";
-      node.sink.replace(e.text);
-      this.countChars(node, e.text.length);
+      node.sink.replace(head.text);
+      this.countChars(node, head.text.length);
     }
-    if (e.role === "assistant" && (e.reasoning !== "" || node.reasoning !== null)) {
+    if (e.role === "assistant" && (head.reasoning !== "" || node.reasoning !== null)) {
       if (node.reasoning === null) {
         node.reasoning = new ReasoningBlock(
           this.doc,
@@ -560,7 +577,23 @@ export class MessageList {
         );
         node.textEl.before(node.reasoning.el);
       }
-      node.reasoning.paint(e, replaced, reasoningAppended, now);
+      node.reasoning.paint(head, replaced, reasoningAppended, now);
+    }
+    if (e.role === "assistant" && (e.toolHead !== undefined || node.tools !== null)) {
+      if (node.tools === null) {
+        node.tools = new ToolParts(this.doc, {
+          highlighter: this.options.highlighter,
+          markdown: this.options.markdown,
+          sized: this.options.sized,
+          signal: this.options.signal,
+        });
+        node.textEl.after(node.tools.el);
+      }
+      try {
+        node.tools.paint(e, replaced, tail, now);
+      } catch (err) {
+        console.error("nbstream: rendering a reply's tool calls failed", err);
+      }
     }
   }
 
@@ -612,6 +645,7 @@ export class MessageList {
       status,
       copy: null,
       reasoning: null,
+      tools: null,
       cont: null,
       edit: null,
       nav: null,
@@ -782,4 +816,22 @@ export class MessageList {
       }
     }
   }
+}
+
+/**
+ * The part of a reply shown as any reply's text and reasoning: all of it, or, in the
+ * tool loop, what came before its first call (the rest is toolcard.ts's); its
+ * thinking is over once the calls came.
+ */
+function headOf(e: Readonly<Entry>): Readonly<Entry> {
+  const at = e.toolHead;
+  if (at === undefined) {
+    return e;
+  }
+  return {
+    ...e,
+    text: e.text.slice(0, at.text),
+    reasoning: e.reasoning.slice(0, at.reasoning),
+    status: FINAL_STATUSES.has(e.status) ? e.status : "done",
+  };
 }

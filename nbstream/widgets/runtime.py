@@ -224,14 +224,32 @@ def widget_runtime_ref() -> str:
     return "" if standalone() else runtime_ref()
 
 
+def markdown_of(body: DeltaBody) -> str:
+    """The Markdown a view renders of a delta ``body``: its answer and reasoning text,
+    and a tool result's ``text/markdown`` display (a tool call's arguments are JSON,
+    shown plain)."""
+    if isinstance(body, str):
+        return body
+    out: list[str] = []
+    for run in body:
+        if run[0] in ("answer", "reasoning"):
+            out.append(run[1])
+        elif run[0] == "tool_result" and len(run) > 3:
+            display: Any = run[3]
+            markdown = display.get("text/markdown") if isinstance(display, dict) else None
+            if isinstance(markdown, str):
+                out.append(markdown)
+    return "\n".join(out)
+
+
 def note_bodies(bodies: Iterable[DeltaBody]) -> None:
-    """Send the chunks the delta ``bodies`` (a str, or ``[[part type, text], ...]``) need
-    to the views, through the kernel's runtime (the pump thread calls it with what it
-    sends; nothing where widgets carry the whole front end)."""
+    """Send the chunks the delta ``bodies`` need to the views, through the kernel's
+    runtime (the pump thread calls it with what it sends; nothing where widgets carry
+    the whole front end)."""
     rt = _runtime
     if rt is None or rt.comm is None or not rt.missing():
         return
-    rt.note_text(b if isinstance(b, str) else "".join(t for _, t in b) for b in bodies)
+    rt.note_text(markdown_of(b) for b in bodies)
 
 
 #: the first marimo whose comms accept sends from any thread of the session
