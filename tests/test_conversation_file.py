@@ -242,7 +242,8 @@ def test_save_then_load_gives_the_same_messages_and_statuses(tmp_path: Path) -> 
     chat = ChatWidget(ScriptedSource("x"), title="saved", messages=HISTORY)
     path = chat.save(tmp_path / "chat.json")
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["format"] == FORMAT and data["version"] == VERSION == 1
+    assert data["format"] == FORMAT and data["version"] == VERSION == 2
+    assert "attachments" not in data  # none: the file is a version 1 file but for its number
     assert data["title"] == "saved" and data["system_prompt"] == "Be brief."
     ids = [m["id"] for m in data["messages"]]
     assert [m["parent"] for m in data["messages"]] == [None, *ids[:-1]]  # a chain
@@ -318,9 +319,9 @@ def test_malformed_json_names_the_file_and_the_line(tmp_path: Path) -> None:
 
 
 def test_an_unknown_version_is_refused_clearly(tmp_path: Path) -> None:
-    data = _good() | {"version": 2}
-    with pytest.raises(ConversationFileError, match=r"unknown version 2; this nbstream reads "
-                       r"version 1 \(written by a newer nbstream"):
+    data = _good() | {"version": 3}
+    with pytest.raises(ConversationFileError, match=r"unknown version 3; this nbstream reads "
+                       r"versions 1, 2 \(written by a newer nbstream"):
         ChatWidget.load(_write(tmp_path / "v2.json", data), ScriptedSource("x"))
     with pytest.raises(ConversationFileError, match="'version' must be an int"):
         read(_write(tmp_path / "v.json", _good() | {"version": "1"}))

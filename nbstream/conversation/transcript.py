@@ -5,22 +5,34 @@ Pure functions and immutable data (no widget, no thread of its own): any thread 
 use this module. The widget side (``chat.py``) turns a :class:`Transcript` into
 messages of the view, and its history back into one.
 
-The file format (JSON, UTF-8), version 1::
+The file format (JSON, UTF-8), version 2::
 
     {
       "format": "nbstream-conversation",
-      "version": 1,
+      "version": 2,
       "title": "",                      # the widget's title (optional)
       "system_prompt": null,            # str or null (optional)
       "current": "m4",                  # the last message of the branch shown (optional;
                                         #  absent or null: the last message of the file)
       "messages": [                     # every message, each parent before its children
         {"id": "m1", "parent": null, "role": "user", "content": "Hi?",
-         "status": "done"},
+         "status": "done",
+         "attachments": [               # (optional) what the question carries, in order
+           {"name": "plot.png", "mime": "image/png", "size": 23456, "width": 640,
+            "height": 480, "note": "", "sha256": "9f86d0…"}]},
         {"id": "m2", "parent": "m1", "role": "assistant", "content": "Hello!",
          "reasoning": "", "status": "done", "finish_reason": "stop", "error": null}
-      ]
+      ],
+      "attachments": {                  # (optional) each attachment's content, once,
+        "9f86d0…": "iVBORw0KGgo…"       #  base64 by its sha256 (the same image in two
+      }                                 #  branches is stored once)
     }
+
+Attachments are kept whole, inside the file (base64, a third larger than the
+content), so a conversation file stands on its own; their size is bounded by
+the widget's :class:`~nbstream.core.attachment.AttachmentLimits` (64 MB per
+conversation by default). On reading, each content must match its ``sha256``
+and ``size``. Version 1 files (no attachments) are still read.
 
 A conversation is a tree: each message names its ``parent`` (null: a first
 message), and messages with the same parent are alternatives (siblings: an
@@ -39,6 +51,8 @@ JSON) or the entry.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -48,6 +62,7 @@ from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 from ..checks import short
+from ..core.attachment import Attachment, kind_of, parse_text_block
 from ..core.pieces import FINAL_STATUSES, FinishReason, Status
 
 __all__ = [
@@ -64,8 +79,9 @@ __all__ = [
 
 #: the ``format`` field of a conversation file
 FORMAT = "nbstream-conversation"
-#: the version this nbstream writes, and the only one it reads
-VERSION = 1
+#: the version this nbstream writes (it reads it and the ones before: READS)
+VERSION = 2
+READS = (1, 2)
 
 StoredRole = Literal["user", "assistant"]
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
@@ -94,14 +110,19 @@ class StoredMessage:
     status: Status = "done"
     finish_reason: FinishReason | None = None
     error: str | None = None
+    #: what a user message carries besides its text
+    attachments: tuple[Attachment, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        """The message as the file holds it."""
+        """The message as the file holds it (attachments by reference: their content
+        is in the file's ``attachments``, see :meth:`Transcript.as_json`)."""
         out: dict[str, Any] = {"id": self.id, "parent": self.parent, "role": self.role,
                                "content": self.content, "status": self.status}
         if self.role == "assistant":
             out.update(reasoning=self.reasoning, finish_reason=self.finish_reason,
                        error=self.error)
+        if self.attachments:
+            out["attachments"] = [_attachment_ref(a) for a in self.attachments]
         return out
 
 
@@ -130,9 +151,74 @@ class Transcript:
 
     def as_json(self) -> dict[str, Any]:
         """The file's content."""
-        return {"format": FORMAT, "version": VERSION, "title": self.title,
-                "system_prompt": self.system_prompt, "current": self.current,
-                "messages": [m.as_json() for m in self.messages]}
+        out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "title": self.title,
+                               "system_prompt": self.system_prompt, "current": self.current,
+                               "messages": [m.as_json() for m in self.messages]}
+        contents = {a.digest: base64.b64encode(a.data).decode("ascii")
+                    for m in self.messages for a in m.attachments}
+        if contents:
+            out["attachments"] = contents
+        return out
+
+
+# ---------------------------------------------------------------- attachments
+def _attachment_ref(a: Attachment) -> dict[str, Any]:
+    ref: dict[str, Any] = {"name": a.name, "mime": a.mime, "size": a.size}
+    if a.width is not None and a.height is not None:
+        ref.update(width=a.width, height=a.height)
+    if a.note:
+        ref["note"] = a.note
+    ref["sha256"] = a.digest
+    return ref
+
+
+def _attachment_of(ref: object, contents: Mapping[str, bytes]) -> Attachment:
+    """The attachment a message's reference names (ValueError / TypeError: what is wrong)."""
+    if not isinstance(ref, dict):
+        raise TypeError(f"an attachment must be an object, got {short(ref)}")
+    name, mime, size, digest = ref.get("name"), ref.get("mime"), ref.get("size"), \
+        ref.get("sha256")
+    width, height, note = ref.get("width"), ref.get("height"), ref.get("note", "")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"an attachment needs a str 'name', got {short(name)}")
+    if not isinstance(mime, str) or "/" not in mime:
+        raise TypeError(f"attachment {name!r} needs a MIME type 'mime', got {short(mime)}")
+    if not isinstance(digest, str) or digest not in contents:
+        raise ValueError(f"attachment {name!r}: its content ('sha256' {short(digest)}) is not "
+                         "in the file's 'attachments'")
+    data = contents[digest]
+    if size != len(data):
+        raise ValueError(f"attachment {name!r}: 'size' {short(size)} but the content has "
+                         f"{len(data)} bytes")
+    for key, value in (("width", width), ("height", height)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise TypeError(f"attachment {name!r}: {key!r} must be a positive int")
+    if not isinstance(note, str):
+        raise TypeError(f"attachment {name!r}: 'note' must be a str")
+    return Attachment(name, mime, data, width, height, note)
+
+
+def _contents(raw: object, where: str) -> dict[str, bytes]:
+    """A file's ``attachments``: each content decoded and checked against its sha256."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConversationFileError(f"{where}: 'attachments' must be an object, got "
+                                    f"{short(raw)}")
+    out: dict[str, bytes] = {}
+    for digest, text in raw.items():
+        try:
+            data = base64.b64decode(text, validate=True) if isinstance(text, str) else None
+        except ValueError:
+            data = None
+        if data is None:
+            raise ConversationFileError(f"{where}: attachments[{digest!r}] is not base64")
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ConversationFileError(f"{where}: attachments[{digest!r}] does not match its "
+                                        "sha256 (the file was changed or cut)")
+        out[digest] = data
+    return out
 
 
 # --------------------------------------------------------------------- files
@@ -174,10 +260,11 @@ def parse(data: object, where: str, text: str = "") -> Transcript:
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConversationFileError(f"{where}: 'version' must be an int, got {short(version)}")
-    if version != VERSION:
+    if version not in READS:
         newer = " (written by a newer nbstream? upgrade it)" if version > VERSION else ""
         raise ConversationFileError(f"{where}: unknown version {version}; this nbstream reads "
-                                    f"version {VERSION}{newer}")
+                                    f"versions {', '.join(map(str, READS))}{newer}")
+    contents = _contents(data.get("attachments"), where) if version >= 2 else {}
     title = data.get("title", "")
     system_prompt = data.get("system_prompt")
     current = data.get("current")
@@ -193,7 +280,7 @@ def parse(data: object, where: str, text: str = "") -> Transcript:
     seen: set[str] = set()
     for i, entry in enumerate(raw):
         try:
-            m = _stored(entry, seen)
+            m = _stored(entry, seen, contents)
         except (TypeError, ValueError) as exc:
             raise ConversationFileError(f"{where}: messages[{i}]{_line_of(raw, i, text)}: "
                                         f"{exc}") from None
@@ -220,7 +307,8 @@ def _line_of(raw: list[Any], i: int, text: str) -> str:
     return f" (id {mid!r}, line {text.count(chr(10), 0, found[before].start()) + 1})"
 
 
-def _stored(entry: object, seen: set[str]) -> StoredMessage:
+def _stored(entry: object, seen: set[str],
+            contents: Mapping[str, bytes] | None = None) -> StoredMessage:
     # one message of a file; ValueError says what is wrong with it
     if not isinstance(entry, dict):
         raise TypeError(f"must be an object, got {type(entry).__name__} {short(entry)}")
@@ -235,6 +323,11 @@ def _stored(entry: object, seen: set[str]) -> StoredMessage:
     if role not in ("user", "assistant"):
         raise ValueError(f"'role' must be 'user' or 'assistant', got {short(role)}")
     fields = _fields(entry, role)
+    refs = entry.get("attachments")
+    if refs is not None:
+        if not isinstance(refs, list) or (refs and role != "user"):
+            raise ValueError("'attachments' must be a list, on a user message")
+        fields["attachments"] = tuple(_attachment_of(r, contents or {}) for r in refs)
     return StoredMessage(mid, parent, cast(StoredRole, role), **fields)
 
 
@@ -308,6 +401,12 @@ def from_messages(messages: object, where: str) -> Transcript:
             raise ValueError(f"{arg}: item {i} has role {role!r}; a chat starts from 'user' "
                              "and 'assistant' messages (and one 'system' message first)")
         entry = dict(m)
+        attachments: tuple[Attachment, ...] = ()
+        if role == "user" and isinstance(entry.get("content"), list):
+            try:
+                entry["content"], attachments = _content_parts(entry["content"])
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{arg}: item {i} {exc}") from None
         if "reasoning" not in entry and "reasoning_content" in entry:
             entry["reasoning"] = entry["reasoning_content"]
         content = entry.get("content")
@@ -321,8 +420,61 @@ def from_messages(messages: object, where: str) -> Transcript:
             raise type(exc)(f"{arg}: item {i} {exc}") from None
         mid = f"h{len(out) + 1}"
         out.append(StoredMessage(mid, out[-1].id if out else None, cast(StoredRole, role),
-                                 **fields))
+                                 **fields, attachments=attachments))
     return Transcript(tuple(out), None, system_prompt)
+
+
+_DATA_URL = re.compile(r"\Adata:([\w.+-]+/[\w.+-]+)(?:;[\w=.+-]+)*;base64,(.*)\Z", re.DOTALL)
+
+
+def _content_parts(parts: list[Any]) -> tuple[str, tuple[Attachment, ...]]:
+    """The question and the attachments of a user's content parts."""
+    from ..attachments import attach, unique_names  # (checks images: decodes them)
+
+    texts: list[str] = []
+    found: list[Attachment] = []
+    for j, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("text", "input_text") and isinstance(part.get("text"), str):
+            block = parse_text_block(part["text"])
+            if block is None:
+                texts.append(part["text"])
+            else:
+                found.append(block)
+            continue
+        if kind in ("image_url", "input_image"):
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            mime, data = _data_url(url, f"part {j}")
+            if kind_of(mime) != "image":
+                raise ValueError(f"part {j}: an image_url of type {mime!r} is not an image")
+            found.append(attach(data, mime=mime))  # (named image.png, image-2.png...)
+            continue
+        if kind in ("file", "input_file"):
+            file = part.get("file") if kind == "file" else part
+            if not isinstance(file, dict):
+                raise TypeError(f"part {j}: a file part needs a 'file' object")
+            name = file.get("filename")
+            mime, data = _data_url(file.get("file_data"), f"part {j}")
+            found.append(attach(data, mime=mime, name=name if isinstance(name, str) and name
+                                else f"file-{len(found) + 1}"))
+            continue
+        raise ValueError(f"part {j}: a content part of type {short(kind)} is not one nbstream "
+                         "reads (text, image_url, file, input_text, input_image, input_file)")
+    return "\n\n".join(texts), unique_names(found)
+
+
+def _data_url(url: object, where: str) -> tuple[str, bytes]:
+    if not isinstance(url, str):
+        raise TypeError(f"{where}: needs a data: URL, got {short(url)}")
+    m = _DATA_URL.match(url)
+    if m is None:
+        raise ValueError(f"{where}: only base64 data: URLs are read (nbstream fetches nothing), "
+                         f"got {short(url[:60])}")
+    try:
+        return m[1].lower(), base64.b64decode(m[2], validate=True)
+    except ValueError:
+        raise ValueError(f"{where}: the data: URL is not valid base64") from None
 
 
 # ------------------------------------------------------------------ Markdown

@@ -57,7 +57,7 @@ import os
 import re
 import ssl
 import threading
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 try:
@@ -69,8 +69,10 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from .._version import __version__
+from ..core.attachment import RASTER_TYPES
 from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source, SourceError, ToolSchema
+from .content_parts import chat_content
 from .think import ThinkSplitter, ThinkTags, splitting
 
 if TYPE_CHECKING:
@@ -96,6 +98,9 @@ _FINISH: dict[str, FinishReason] = {
     "stop_sequence": "stop", "end_turn": "stop", "max_tokens": "length",
 }
 _USAGE_OPTION = "stream_options"
+#: what OpenAISource hands the server by default: text, and images (as ``image_url``
+#: parts with a ``data:`` URL); files (``file`` parts) only where ``accepts`` names them
+DEFAULT_ACCEPTS: frozenset[str] = frozenset({"text/*", *RASTER_TYPES})
 
 
 class OpenAISource(Source):
@@ -122,6 +127,15 @@ class OpenAISource(Source):
 
     Replies of sources with the same ``base_url`` and ``model`` share one
     lane that runs ``concurrency`` of them at once (servers batch requests).
+
+    Attachments (``chat.send(text, attachments=[...])``) go into the user turn's
+    content as parts (:func:`~nbstream.sources.content_parts.chat_content`):
+    images as ``image_url`` with a ``data:`` URL, texts (files, tables) as
+    ``text`` parts, other files as ``file`` parts. ``accepts`` (MIME patterns)
+    says what the server takes: by default text and PNG / JPEG / WebP / GIF images
+    (:data:`DEFAULT_ACCEPTS`); add ``"application/pdf"`` for a server that reads
+    PDFs (OpenAI's), or pass ``{"text/*"}`` for a text-only model so that the chat
+    refuses images at once instead of the server.
     """
 
     def __init__(
@@ -138,6 +152,7 @@ class OpenAISource(Source):
         headers: Mapping[str, str] | None = None,
         verify: bool | str | ssl.SSLContext = True,
         label: str | None = None,
+        accepts: Iterable[str] | None = None,
         **request_options: Any,
     ) -> None:
         if not isinstance(model, str) or not model:
@@ -157,6 +172,11 @@ class OpenAISource(Source):
         if not (think_tags is None or isinstance(think_tags, bool) or think_tags == "opened"):
             raise ValueError(f"think_tags must be True, False, None or 'opened', "
                              f"got {think_tags!r}")
+        if accepts is not None and (isinstance(accepts, str) or not all(
+                isinstance(p, str) and "/" in p for p in accepts)):
+            raise TypeError("accepts must be a collection of MIME patterns such as "
+                            "{'text/*', 'image/*', 'application/pdf'}")
+        self._accepts = DEFAULT_ACCEPTS if accepts is None else frozenset(accepts)
         clash = sorted(_RESERVED & request_options.keys())
         if clash:
             raise TypeError(f"OpenAISource sets {', '.join(clash)} itself; "
@@ -197,6 +217,11 @@ class OpenAISource(Source):
     def lane_key(self) -> Hashable:
         return ("openai", self.base_url, self.model)
 
+    @property
+    def accepts(self) -> frozenset[str]:
+        """What the server is handed in attachments (see the class docstring)."""
+        return self._accepts
+
     #: per-reply options (``chat.generation``), over ``request_options``;
     #: ``max_new_tokens`` is sent as ``max_tokens``
     generation_options: ClassVar[frozenset[str]] = frozenset(
@@ -207,7 +232,7 @@ class OpenAISource(Source):
         """The JSON body sent for ``messages``, with a reply's ``options``."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+            "messages": [{"role": m["role"], "content": chat_content(m)} for m in messages],
             "stream": True,
         }
         if not self._no_usage_option:
@@ -250,6 +275,7 @@ class OpenAISource(Source):
                       cancel: threading.Event, options: GenerationOptions,
                       tools: Sequence[ToolSchema] = ()) -> Outcome:
         self.check_tools(tools)
+        self.check_attachments(messages)
         if cancel.is_set():
             raise Cancelled()
         loop = asyncio.new_event_loop()

@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from ..core.attachment import ANY_TYPE
 from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import Cancelled, ChatMessage, Emit, Source
 
@@ -95,6 +96,12 @@ class ScriptedSource(Source):
             text = text(messages)
         out += split_words(text) if isinstance(text, str) else list(text)
         return out
+
+    @property
+    def accepts(self) -> frozenset[str]:
+        """Every attachment: the function (or the text's callable) sees them in the
+        messages it is given (a user turn's ``attachments``)."""
+        return ANY_TYPE
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
                  cancel: threading.Event) -> Outcome:

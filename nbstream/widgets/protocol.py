@@ -26,6 +26,10 @@ Direction rules (who may send what, how often, and why):
     ``m<i>`` (``s`` counts from 1): what it appends, a string (all answer) or
     a list of ``[part type, text]`` runs in order. Written once, never changed
     (null once the message was removed).
+  - ``"m<i>.a<k>"``: the preview of attachment ``k`` (from 1) of user message
+    ``m<i>`` (see :class:`AttachmentMeta`): a small image as a *binary buffer*
+    (``buffer_paths``; a ``DataView`` in the front-end model, base64 in a saved
+    notebook), sent once, with the meta that lists it (null once removed).
   - ``"last_id"``: the highest message number given out so far: a view
     enumerates ``m1 .. m<last_id>`` (ids are allocated in conversation order,
     so this is also the order), with no list that grows with the conversation.
@@ -97,8 +101,81 @@ class LoadingMeta(TypedDict):
     fraction: float | None
 
 
+# ---------------------------------------------------------------- attachments (#21)
+class PreviewMeta(TypedDict):
+    """Where the view finds an attachment's preview image: the state key ``key``
+    (``m<i>.a<k>``, a binary buffer) holding a ``mime`` image of ``width`` by
+    ``height`` pixels."""
+
+    key: str
+    mime: str
+    width: int
+    height: int
+
+
+class AttachmentMetaExtras(TypedDict, total=False):
+    """Keys an :class:`AttachmentMeta` carries only where they apply."""
+
+    #: an image's size in pixels, as the model is given it
+    width: int
+    height: int
+    #: what the conversion did ("downscaled from 4000x3000 px", "the first 200 rows")
+    note: str
+    #: a text's first characters (the view shows them on demand, as text)
+    excerpt: str
+    #: an image's (or an SVG's) preview
+    preview: PreviewMeta
+
+
+class AttachmentMeta(AttachmentMetaExtras):
+    """One attachment of a user message, in its meta's ``attachments`` list. The
+    name is hostile input: the view shows it as text only."""
+
+    name: str
+    mime: str
+    #: bytes of the content the model is given
+    size: int
+    #: how a model is given it: "image", "text" or "file"
+    kind: str
+
+
+class AttachmentPolicy(TypedDict):
+    """The ``attachment_policy`` trait: what the view lets the user attach (the
+    kernel checks it all again). ``accepts``: MIME patterns, one list per source;
+    an attachment must match a pattern of each (texts also match ``text/*``)."""
+
+    accepts: list[list[str]]
+    max_count: int
+    max_bytes: int
+    max_message_bytes: int
+    max_chat_bytes: int
+    max_image_side: int
+
+
+class SendAttachment(TypedDict):
+    """One attachment of a :class:`SendMsg`; its bytes are the message's buffer of
+    the same position."""
+
+    name: str
+    size: int
+
+
+class RefusedMsg(TypedDict):
+    """Kernel -> view, a custom message: the view's Send number ``draft`` was refused
+    (an attachment the source cannot take, a limit); the view gives the draft back
+    and shows ``reason``."""
+
+    kind: Literal["refused"]
+    draft: int
+    reason: str
+# ------------------------------------------------------------ end of attachments
+
+
 class MessageMetaExtras(TypedDict, total=False):
     """Keys a :class:`MessageMeta` carries only where they apply."""
+
+    #: a user message's attachments (#21), in order
+    attachments: list[AttachmentMeta]
 
     #: ``Compare``: the pane (index into the ``panes`` trait) of an assistant message
     pane: int
@@ -136,6 +213,9 @@ class MessageMeta(MessageMetaExtras):
 
 class MessageStateExtras(TypedDict, total=False):
     """Keys a :class:`MessageState` carries only where they apply."""
+
+    #: a user message's attachments (see :class:`MessageMetaExtras`)
+    attachments: list[AttachmentMeta]
 
     #: ``Compare``: the pane (index into the ``panes`` trait) of an assistant message
     pane: int
@@ -177,7 +257,16 @@ class DeltaMsg(TypedDict):
     text: str
 
 
-class SendMsg(TypedDict):
+class SendMsgExtras(TypedDict, total=False):
+    """Keys a :class:`SendMsg` carries only where they apply."""
+
+    #: its attachments, whose bytes are the message's buffers, in order (#21)
+    attachments: list[SendAttachment]
+    #: the view's number for this Send, named again by a :class:`RefusedMsg`
+    draft: int
+
+
+class SendMsg(SendMsgExtras):
     """View -> kernel: the user sent a prompt."""
 
     kind: Literal["send"]

@@ -21,6 +21,9 @@ Who owns what:
   browser receives them in order. They are no traitlets: the widget's history
   is their source of truth, and :meth:`StreamingWidget.get_state` adds them
   (whole) for a view that asks for the state.
+* A user turn's attachments (``UserTurn.attached``) are immutable, prepared
+  (previews made) on the thread that sends; the pump sends each turn's preview
+  buffers once (``_WireState.previews_sent``, the pump's alone).
 * ``system_prompt`` (a synced trait) is set by the user's cells or by the view's
   ``system_prompt`` command (main or subshell thread); a reply reads it once, when
   it is asked (:meth:`StreamingWidget._new_reply`), and so do the generation
@@ -47,12 +50,25 @@ from ..checks import check_system_prompt
 from ..conversation.branches import Branches
 from ..conversation.transcript import StoredMessage
 from ..core import lanes
+from ..core.attachment import Attachment, AttachmentError, AttachmentLimits
 from ..core.pump import Outgoing, get_pump
 from ..core.stream import Body, Stream, body_runs
 from ..doctor import warn_unsupported_frontend
 from ..generation import GenerationOptions
 from ..options import Options
 from ..sources.base import ChatMessage, Source
+from .attachments import (
+    Attached,
+    UploadRefused,
+    attached_for,
+    attachment_metas,
+    check_chat,
+    parse_upload,
+    policy,
+    prepare,
+    preview_buffers,
+    preview_key,
+)
 from .protocol import (
     CURRENT_KEY,
     FINAL_STATUSES,
@@ -72,24 +88,45 @@ log = logging.getLogger("nbstream")
 
 
 class UserTurn:
-    """A prompt in the history (immutable): its text, and the message it follows."""
+    """A prompt in the history (immutable): its text, the message it follows, and
+    its attachments with their previews."""
 
-    __slots__ = ("id", "parent", "text")
+    __slots__ = ("attached", "id", "parent", "text")
 
-    def __init__(self, id: str, text: str, parent: str | None = None) -> None:
+    def __init__(self, id: str, text: str, parent: str | None = None,
+                 attached: tuple[Attached, ...] = ()) -> None:
         self.id = id
         self.text = text
         self.parent = parent
+        self.attached = attached
+
+    @property
+    def attachments(self) -> tuple[Attachment, ...]:
+        """What the turn carries besides its text."""
+        return tuple(a.attachment for a in self.attached)
+
+    def message(self) -> ChatMessage:
+        """The turn as a source sees it."""
+        m: ChatMessage = {"role": "user", "content": self.text}
+        if self.attached:
+            m["attachments"] = self.attachments
+        return m
 
     def meta(self) -> MessageMeta:
         """Its key in the widget's state (a prompt's text travels in its meta)."""
-        return MessageMeta(role="user", seq=0, status="done", stats={}, text=self.text,
+        meta = MessageMeta(role="user", seq=0, status="done", stats={}, text=self.text,
                            parent=self.parent)
+        if self.attached:
+            meta["attachments"] = attachment_metas(self.id, self.attached)
+        return meta
 
     def state(self) -> MessageState:
-        return MessageState(id=self.id, role="user", text=self.text, reasoning="", seq=0,
-                            status="done", error=None, detail=None, stats={},
-                            parent=self.parent)
+        state = MessageState(id=self.id, role="user", text=self.text, reasoning="", seq=0,
+                             status="done", error=None, detail=None, stats={},
+                             parent=self.parent)
+        if self.attached:
+            state["attachments"] = attachment_metas(self.id, self.attached)
+        return state
 
 
 #: the figures of a finished reply its meta carries (what the view shows); the
@@ -190,6 +227,10 @@ class StreamingWidget(anywidget.AnyWidget):
     #: shows it and edits it (its edits come back as a ``system_prompt`` command).
     system_prompt = traitlets.Any(None, allow_none=True).tag(sync=True)
 
+    #: what the view lets the user attach (see ``protocol.AttachmentPolicy``; the kernel
+    #: checks everything again); set by each widget from its source(s) and limits
+    attachment_policy = traitlets.Dict().tag(sync=True)
+
     @traitlets.validate("system_prompt")
     def _check_system_prompt(self, proposal: Any) -> str | None:
         return check_system_prompt(proposal["value"], type(self).__name__, attribute=True)
@@ -205,6 +246,8 @@ class StreamingWidget(anywidget.AnyWidget):
         self.include_reasoning_in_history = opts.include_reasoning_in_history
         self.limits = opts.limits
         self.max_pending = opts.max_pending
+        #: what a message and the conversation may carry in attachments (#21)
+        self.attachment_limits: AttachmentLimits = opts.attachment_limits
         #: the generation options each new reply takes a copy of (validated by the
         #: subclass that exposes them, e.g. ``ChatWidget.generation``)
         self._generation = GenerationOptions()
@@ -310,12 +353,12 @@ class StreamingWidget(anywidget.AnyWidget):
         self._wire.current = self._branches.current
 
     def _new_turn(self, text: str, parent: str | Literal["current"] | None = "current",
-                  ) -> UserTurn:
+                  attached: tuple[Attached, ...] = ()) -> UserTurn:
         # caller holds _lock; ``parent``: the message it follows (default: the last shown)
         self._history_changed()  # a Clear may have removed entries
         if parent == "current":
             parent = self._branches.current
-        turn = UserTurn(self._new_id(), text, parent)
+        turn = UserTurn(self._new_id(), text, parent, attached)
         self._add(turn, parent)
         self._pump.publish(self._channel, [turn.id])
         return turn
@@ -350,6 +393,9 @@ class StreamingWidget(anywidget.AnyWidget):
         views like any finished reply (their metas and deltas, in one update).
         Returns the new entries."""
         added: list[Entry] = []
+        # previews are made here, on the caller's thread, not under the lock
+        prepared = {m.id: self._prepare_attachments(m.attachments)
+                    for m in messages if m.attachments}
         with self._lock:
             base = self._branches.current
             new_id: dict[str, str] = {}
@@ -357,7 +403,8 @@ class StreamingWidget(anywidget.AnyWidget):
                 entry: Entry
                 parent = base if m.parent is None else new_id[m.parent]
                 if m.role == "user":
-                    entry = UserTurn(self._new_id(), m.content, parent)
+                    entry = UserTurn(self._new_id(), m.content, parent,
+                                     prepared.get(m.id, ()))
                 else:
                     above = self._wire.known.get(parent) if parent is not None else None
                     stream = Stream.from_parts(
@@ -416,21 +463,21 @@ class StreamingWidget(anywidget.AnyWidget):
             msgs.append({"role": "system", "content": system_prompt})
         with self._lock:  # the path to this reply, whichever branch is shown now
             entries = self._history(reply.id)
-        unanswered: str | None = None  # the latest prompt, until its answer comes
+        unanswered: UserTurn | None = None  # the latest prompt, until its answer comes
         for e in entries:
             if e is reply:
                 break
             if isinstance(e, UserTurn):
-                unanswered = e.text  # an earlier prompt left unanswered is dropped
+                unanswered = e  # an earlier prompt left unanswered is dropped
             elif e.pane == reply.pane and unanswered is not None:
                 text = e.text
                 if text:
-                    msgs.append({"role": "user", "content": unanswered})
+                    msgs.append(unanswered.message())
                     msgs.append({"role": "assistant",
                                  "content": e.history_content(self.include_reasoning_in_history)})
                     unanswered = None
         if unanswered is not None:
-            msgs.append({"role": "user", "content": unanswered})
+            msgs.append(unanswered.message())
         return msgs
 
     def _snapshot(self) -> dict[str, Any]:
@@ -447,6 +494,7 @@ class StreamingWidget(anywidget.AnyWidget):
         for e in entries:
             if isinstance(e, UserTurn):
                 state[e.id] = e.meta()
+                state.update(preview_buffers(e.id, e.attached))  # bytes: sent as buffers
                 continue
             meta = reply_meta(e)
             for d in e.stream.sent_deltas():
@@ -482,10 +530,15 @@ class StreamingWidget(anywidget.AnyWidget):
             if isinstance(entry, Reply):
                 for d in entry.stream.sent_deltas(have):
                     put(mid, delta_key(mid, d.seq), wire_body(d.body))
+        buffers: dict[str, bytes] = {}  # binary state keys: attachment previews (#21)
         for mid in sorted(out.changed, key=lambda i: int(i[1:])):
             entry = known.get(mid)
             if entry is not None:
                 put(mid, mid, entry.meta() if isinstance(entry, UserTurn) else reply_meta(entry))
+                if isinstance(entry, UserTurn) and entry.attached \
+                        and mid not in wire.previews_sent:
+                    wire.previews_sent.add(mid)  # once: a meta sent again carries none
+                    buffers.update(preview_buffers(mid, entry.attached))
                 continue
             with self._lock:
                 gone = wire.removed.pop(mid, None)
@@ -497,6 +550,11 @@ class StreamingWidget(anywidget.AnyWidget):
             if isinstance(gone, Reply):
                 for d in gone.stream.sent_deltas():
                     put(mid, delta_key(mid, d.seq), None)
+            else:
+                for k, item in enumerate(gone.attached, start=1):
+                    if item.preview.data is not None:
+                        put(mid, preview_key(mid, k), None)
+                wire.previews_sent.discard(mid)
             state[REMOVED_KEY] = wire.removed_count
         live = {s.id: s.seq for s in out.live if s.seq}  # (seq 0: nothing to miss yet)
         # with metas, always: a snapshot sent meanwhile may have left an older copy
@@ -511,11 +569,11 @@ class StreamingWidget(anywidget.AnyWidget):
         if current != wire.current_sent:
             wire.current_sent = current
             state[CURRENT_KEY] = current
-        if not state:
+        if not state and not buffers:
             return
-        msg = {"method": "update", "state": state, "buffer_paths": []}
-        total = _json_size(msg)
-        self._send(msg)
+        msg = {"method": "update", "state": state, "buffer_paths": [[k] for k in buffers]}
+        total = _json_size(msg) + sum(len(b) for b in buffers.values())
+        self._send(msg, buffers=list(buffers.values()) if buffers else None)
         # each message's keys count for it; the envelope for the first one named
         owners = list(sizes)
         for i, owner in enumerate(owners):
@@ -525,8 +583,40 @@ class StreamingWidget(anywidget.AnyWidget):
                 entry.stream.add_wire_bytes(n)
         wire.bytes_sent += total
 
-    def _ask(self, text: str) -> None:
-        """The view's Send: widgets with an input box ask their source(s) ``text``."""
+    def _ask(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+        """The view's Send: widgets with an input box ask their source(s) ``text``
+        with ``attachments`` (checked, converted; raise an ``AttachmentError`` to
+        refuse them: the view is told why)."""
+
+    # -- attachments (#21) ---------------------------------------------------------
+    def _attachment_accepts(self) -> list[frozenset[str]]:
+        """What each of the widget's sources takes (a widget with no input: nothing)."""
+        return []
+
+    def _update_attachment_policy(self) -> None:
+        """Tell the view what it may attach (call when a source or the limits change)."""
+        self.attachment_policy = dict(policy(self.attachment_limits,
+                                             self._attachment_accepts()))
+
+    def _attached(self, attachments: object, sources: Sequence[Source],
+                  where: str) -> tuple[Attached, ...]:
+        """``attachments`` converted, checked and previewed (see :func:`attached_for`)."""
+        return attached_for(attachments, sources, self.attachment_limits, where)
+
+    def _prepare_attachments(self, attachments: tuple[Attachment, ...]) -> tuple[Attached, ...]:
+        """Previews of ``attachments`` (the caller's thread: decodes images)."""
+        return prepare(attachments, self.attachment_limits) if attachments else ()
+
+    def _check_chat_bytes(self, attachments: tuple[Attachment, ...], where: str) -> None:
+        # caller holds _lock: the conversation's attachments with these stay in bounds
+        held = (a for e in self._all if isinstance(e, UserTurn) for a in e.attachments)
+        check_chat(held, attachments, self.attachment_limits, where)
+
+    def _refuse(self, content: dict[str, Any], reason: str) -> None:
+        """Tell the view its Send was refused (it gives the draft back and says why)."""
+        draft = content.get("draft")
+        if isinstance(draft, int) and not isinstance(draft, bool):
+            self.send({"kind": "refused", "draft": draft, "reason": reason})
 
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
         """Handle a user command from the view; True if handled (subclasses extend).
@@ -541,7 +631,15 @@ class StreamingWidget(anywidget.AnyWidget):
                 raise BadViewMessage(f"send of more than {MAX_VIEW_TEXT} characters")
             if not text.strip():
                 raise BadViewMessage("send of a blank text")
-            self._ask(text)
+            buffers = content.pop("__buffers", ())
+            try:
+                attachments = parse_upload(content.get("attachments"), buffers,
+                                           self.attachment_limits)
+                self._ask(text, attachments)
+            except UploadRefused as bad:
+                raise BadViewMessage(str(bad)) from None
+            except AttachmentError as exc:  # the user's to hear: the view says it
+                self._refuse(content, str(exc))
             return True
         if kind == "stop":
             rid = content.get("id")
@@ -589,6 +687,9 @@ class StreamingWidget(anywidget.AnyWidget):
                 self._pump.ack(self._channel, rid, seq, float(ms))
             elif not isinstance(kind, str):
                 raise BadViewMessage("message without a str kind")
+            elif kind == "send" and _buffers:  # attachments: their bytes (#21)
+                if not self._on_command(kind, {**content, "__buffers": list(_buffers)}):
+                    raise BadViewMessage("unknown kind")
             elif not self._on_command(kind, content):
                 raise BadViewMessage("unknown kind")
         except BadViewMessage as bad:
@@ -667,5 +768,7 @@ class _WireState:
         self.live_sent: dict[str, int] = {}
         #: messages that were live in the last snapshot (get_state), guarded by ``_lock``
         self.snapshot_live: list[str] = []
-        #: bytes of every update message sent (the envelope included)
+        #: bytes of every update message sent (the envelope and buffers included)
         self.bytes_sent = 0
+        #: user turns whose attachment previews were sent (the pump's alone)
+        self.previews_sent: set[str] = set()
