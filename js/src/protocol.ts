@@ -27,6 +27,10 @@
  * use: a stale bundle or a newer kernel must degrade, not throw.
  */
 
+import { type AttachmentMeta, toAttachmentMetas } from "./attachments";
+
+export type { AttachmentMeta, AttachmentPolicy, PreviewMeta } from "./attachments";
+
 /** Lifecycle of an assistant message. User messages are always `"done"`. */
 export type Status =
   | "queued" // waiting for the model (another reply holds it)
@@ -83,6 +87,8 @@ export interface MessageMeta {
   progress?: LoadingProgress;
   /** an assistant's generation options in force (temperature, max_new_tokens...) */
   options?: Record<string, unknown>;
+  /** a user message's attachments (#21); each preview's bytes under its own key */
+  attachments?: AttachmentMeta[];
 }
 
 /** One message as the view holds it. */
@@ -112,6 +118,8 @@ export interface MessageState {
   progress?: LoadingProgress;
   /** the generation options in force (see {@link MessageMeta}) */
   options?: Record<string, unknown>;
+  /** a user message's attachments, their previews' bytes filled in (see {@link MessageMeta}) */
+  attachments?: AttachmentMeta[];
 }
 
 /** One delta to apply: what the `m<i>.<s>` key (or an older kernel's message) carries. */
@@ -125,10 +133,32 @@ export interface DeltaMsg {
   reasoning?: string;
 }
 
-/** View -> kernel: the user sent a prompt. */
+/** View -> kernel: the user sent a prompt (with attachments: their bytes are the message's buffers). */
 export interface SendMsg {
   kind: "send";
   text: string;
+  /** its attachments, in the order of the message's buffers (#21) */
+  attachments?: { name: string; size: number }[];
+  /** the view's number for this Send, named again by a {@link RefusedMsg} */
+  draft?: number;
+}
+
+/** Kernel -> view, custom: the Send `draft` was refused (its attachments); give it back, say `reason`. */
+export interface RefusedMsg {
+  kind: "refused";
+  draft: number;
+  reason: string;
+}
+
+/** A well-formed refusal, or false. */
+export function isRefusedMsg(x: unknown): x is RefusedMsg {
+  return (
+    isRecord(x) &&
+    x.kind === "refused" &&
+    typeof x.draft === "number" &&
+    Number.isInteger(x.draft) &&
+    typeof x.reason === "string"
+  );
 }
 
 /** View -> kernel: stop the reply `id`, or `Compare`'s pane `pane`, or (with neither) whatever runs. */
@@ -250,6 +280,8 @@ export interface ChatTraits {
   panes: PaneInfo[];
   /** the system prompt (null: none) */
   system_prompt: string | null;
+  /** what the view lets the user attach (#21; see attachments.ts) */
+  attachment_policy: unknown;
 }
 
 function isRecord(x: unknown): x is Record<string, unknown> {
@@ -331,6 +363,12 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
   if (isRecord(x.options)) {
     meta.options = x.options;
   }
+  if (x.attachments !== undefined) {
+    const attachments = toAttachmentMetas(x.attachments);
+    if (attachments.length > 0) {
+      meta.attachments = attachments;
+    }
+  }
   return meta;
 }
 
@@ -392,6 +430,12 @@ export function toMessageState(x: unknown): MessageState | null {
   }
   if (isRecord(x.options)) {
     state.options = x.options;
+  }
+  if (x.attachments !== undefined) {
+    const attachments = toAttachmentMetas(x.attachments);
+    if (attachments.length > 0) {
+      state.attachments = attachments;
+    }
   }
   return state;
 }

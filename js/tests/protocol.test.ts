@@ -70,11 +70,20 @@ describe("protocol mirrors protocol.py", () => {
       progress: { text: "loading model", fraction: 0.5 },
       options: { temperature: 0 },
       parent: null,
+      attachments: [{ name: "a.png", mime: "image/png", size: 1, kind: "image" }],
     });
     expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
-      ["detail", "error", "finish_reason", "options", "pane", "parent", "progress", "text"].filter(
-        (k) => k in (full as object),
-      ),
+      [
+        "attachments",
+        "detail",
+        "error",
+        "finish_reason",
+        "options",
+        "pane",
+        "parent",
+        "progress",
+        "text",
+      ].filter((k) => k in (full as object)),
     );
     // the progress a loading reply carries
     expect(fields(/^class LoadingMeta\(TypedDict\)/m)).toEqual(
@@ -108,10 +117,11 @@ describe("protocol mirrors protocol.py", () => {
         finish_reason: "stop",
         options: { top_p: 0.5 },
         parent: "m1",
+        attachments: [{ name: "a.csv", mime: "text/csv", size: 1, kind: "text" }],
       }) as MessageState,
     ).filter((k) => !required.includes(k));
     expect(fields(/^class MessageStateExtras\(TypedDict, total=False\)/m)).toEqual(optional.sort());
-    expect(optional.sort()).toEqual(["finish_reason", "options", "pane", "parent"]);
+    expect(optional.sort()).toEqual(["attachments", "finish_reason", "options", "pane", "parent"]);
   });
 
   it("StopMsg fields", () => {
@@ -135,6 +145,7 @@ describe("protocol mirrors protocol.py", () => {
       resync: true,
       ack: true,
     };
-    expect(kinds.sort()).toEqual([...Object.keys(view), "delta"].sort());
+    // and the kernel's custom messages to the view
+    expect(kinds.sort()).toEqual([...Object.keys(view), "delta", "refused"].sort());
   });
 });
