@@ -408,7 +408,7 @@ def _from_file_bytes(data: bytes, name: str, lim: AttachmentLimits, *, size: int
     if named is not None and kind_of(named) == "text":
         return _text(data, name, named, lim, size=size)
     if named is None or named == "application/octet-stream":
-        text = _as_text(data)
+        text = _as_text(data, complete=size <= len(data))
         if text is not None:
             return _text(data, name, "text/plain", lim, size=size)
     if size > lim.max_bytes:
@@ -434,21 +434,22 @@ def _sniff_image(data: bytes) -> str | None:
     return None
 
 
-def _as_text(data: bytes) -> str | None:
-    """``data`` as UTF-8 text (a character cut at the end is dropped), or None when it
-    is binary (not UTF-8, or NUL bytes)."""
+def _as_text(data: bytes, complete: bool = True) -> str | None:
+    """``data`` as UTF-8 text, or None when it is binary (not UTF-8, or NUL bytes).
+    ``complete``: ``data`` is the whole content (else the start of a longer one: a
+    character cut at its end is dropped)."""
     if b"\x00" in data:
         return None
     decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")
     try:
-        return str(decoder.decode(data, final=False))
+        return str(decoder.decode(data, final=complete))
     except UnicodeDecodeError:
         return None
 
 
 def _text(data: bytes, name: str, mime: str, lim: AttachmentLimits, *, size: int,
           note: str = "") -> Attachment:
-    text = _as_text(data)
+    text = _as_text(data, complete=size <= len(data))
     if text is None:
         raise UnsupportedAttachment(f"{name!r} ({mime}) is not UTF-8 text")
     notes = [note] if note else []
@@ -520,7 +521,10 @@ def _image_bytes(data: bytes, name: str, lim: AttachmentLimits) -> Attachment:
     downscaled when needed; the bytes are kept as they are when nothing had to change."""
     Image = _pil()
     try:
-        im = Image.open(io.BytesIO(data))
+        try:
+            im = Image.open(io.BytesIO(data))
+        except Image.DecompressionBombError as exc:
+            raise AttachmentTooLarge(f"{name!r} is too large an image to decode: {exc}") from None
         fmt = str(im.format or "")
         w, h = im.size
         if w * h > MAX_PIXELS:

@@ -67,6 +67,8 @@ class Wire:
 
     def __init__(self, w: StreamingWidget) -> None:
         self.msgs: list[dict[str, Any]] = []
+        #: the binary buffers of each message (attachment previews), in order
+        self.buffers: list[list[bytes]] = []
         self.lock = threading.Lock()
         #: the front-end model, as ipywidgets merges update messages (key by key)
         self.model: dict[str, Any] = {}
@@ -77,8 +79,13 @@ class Wire:
     def _capture(self, msg: dict[str, Any], buffers: Any = None) -> None:
         with self.lock:
             self.msgs.append(msg)
+            self.buffers.append([bytes(b) for b in buffers or ()])
             if msg.get("method") == "update":
                 self.model.update(msg["state"])
+                # binary keys, put back where their paths say (as ipywidgets' front end does)
+                for path, buf in zip(msg.get("buffer_paths") or [], buffers or []):
+                    if len(path) == 1:
+                        self.model[path[0]] = bytes(buf)
                 if meta_ids(msg):
                     self._states.append(conversation_of(self.model))
 

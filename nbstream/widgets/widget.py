@@ -616,7 +616,9 @@ class StreamingWidget(anywidget.AnyWidget):
         """Tell the view its Send was refused (it gives the draft back and says why)."""
         draft = content.get("draft")
         if isinstance(draft, int) and not isinstance(draft, bool):
-            self.send({"kind": "refused", "draft": draft, "reason": reason})
+            # a custom message (ipywidgets' Widget.send; ChatWidget.send is the question's)
+            self._send({"method": "custom",
+                        "content": {"kind": "refused", "draft": draft, "reason": reason}})
 
     def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
         """Handle a user command from the view; True if handled (subclasses extend).
