@@ -253,6 +253,23 @@ export function imageUrl(bytes: Uint8Array, mime: string): string | null {
   return url;
 }
 
+/**
+ * Lets Enter and Space press `button` in JupyterLab: its notebook takes Enter
+ * (enter edit mode) from any focused element in command mode, keeping the
+ * button from being pressed; the key stays with the button.
+ */
+export function keepKeys(button: HTMLElement, signal?: AbortSignal): void {
+  button.addEventListener(
+    "keydown",
+    (ev) => {
+      if (ev.key === "Enter" || ev.key === " ") {
+        ev.stopPropagation();
+      }
+    },
+    signal === undefined ? {} : { signal },
+  );
+}
+
 /** The one-line description of an attachment: its name, then its type, size and pixels. */
 export function describe(a: AttachmentMeta): string {
   const parts = [a.mime];
@@ -331,6 +348,7 @@ export class MessageAttachments {
       }
       img.src = url;
       b.appendChild(img);
+      keepKeys(b);
       b.addEventListener("click", () => {
         const open = b.getAttribute("aria-expanded") !== "true";
         b.setAttribute("aria-expanded", String(open));

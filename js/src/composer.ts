@@ -28,6 +28,7 @@ import {
   type AttachmentPolicy,
   base64,
   humanBytes,
+  keepKeys,
   kindOf,
   RASTER_TYPES,
   takes,
@@ -176,6 +177,7 @@ export class Composer {
     this.notice.hidden = true;
 
     const opts = { signal: options.signal };
+    keepKeys(this.button, options.signal);
     this.button.addEventListener("click", () => this.pick(), opts);
     this.input.addEventListener(
       "change",
@@ -414,6 +416,7 @@ export class Composer {
     remove.textContent = "×";
     remove.setAttribute("aria-label", `Remove ${file.name}`);
     remove.title = `Remove ${file.name}`;
+    keepKeys(remove);
     remove.addEventListener("click", () => this.remove(el));
     el.append(text, remove);
     return el;
