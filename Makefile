@@ -13,8 +13,11 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 PIP := $(PY) -m pip
-# the CPU build of torch lies on this machine's disk (/opt/wheels); a plain
-# `torch` requirement would pull a multi-GB CUDA build
+# torch goes in first, from whatever index pip is configured with. On Linux, PyPI's
+# torch is the CUDA build (several GB with its nvidia-* packages); PyTorch's CPU build
+# (torch==$(TORCH_VERSION)+cpu, about 200 MB) is on https://download.pytorch.org/whl/cpu.
+# For it, install it into the venv before the first `make` (CONTRIBUTING.md shows how):
+# this step then finds it installed.
 TORCH_VERSION ?= 2.13.0
 PORT ?= 8888
 PYTEST_ARGS ?= --durations=15
@@ -41,12 +44,12 @@ BUNDLE := nbstream/static/widget.js
 JS_SOURCES := $(shell find js/src -type f 2>/dev/null) \
 	$(wildcard js/package.json js/package-lock.json js/build.mjs js/tsconfig.json)
 
-.PHONY: help setup demo test test-js test-py test-wheel lint chromium browser-deps bundle clean distclean
+.PHONY: help setup demo test test-js test-py test-wheel lint picture chromium browser-deps bundle clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
 
-setup: $(STAMP_DEV) $(BUNDLE) $(LAB_OVERRIDES)  ## venv with nbstream[dev] (editable), CPU torch, embedded model, fresh bundle
+setup: $(STAMP_DEV) $(BUNDLE) $(LAB_OVERRIDES)  ## venv with torch, nbstream[dev] (editable), the embedded model, a fresh bundle
 
 demo: setup  ## JupyterLab on 127.0.0.1:$(PORT) with notebooks/quickstart.ipynb, offline
 	$(OFFLINE) $(BIN)/jupyter lab $(LAB_FLAGS) \
@@ -74,6 +77,16 @@ lint: setup  ## ruff, mypy, and the front end's typecheck and lint (all run; fai
 	( cd js && npm run --if-present typecheck ) || status=$$?; \
 	( cd js && npm run --if-present lint ) || status=$$?; \
 	exit $$status
+
+# the README's picture: the browser test that takes it (and checks what it shows), then
+# its screenshot copied to docs/
+PICTURE := test-artifacts/test_readme_picture-widget.png
+
+picture: setup chromium browser-deps  ## retake the README's picture (docs/chat.png) with its browser test
+	rm -f $(PICTURE)
+	$(OFFLINE) $(PY) -m pytest -m browser tests/test_browser_picture.py
+	cp $(PICTURE) docs/chat.png
+	@ls -l docs/chat.png
 
 bundle: $(BUNDLE)  ## build the front end into nbstream/static/
 

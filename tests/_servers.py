@@ -24,6 +24,9 @@
                                 one event per write); see :func:`load_transcript`
   ============================  =================================================
 
+  ``POST /v1/responses`` (the Responses API) takes ``transcript`` likewise, and
+  streams ``x_pieces`` as ``response.output_text.delta`` events for any other name.
+
   ``x_delay`` sets the seconds between pieces. ``GET /_log`` returns every
   request the server saw (model, Authorization header, body) and whether and
   when it saw the client disconnect. The process prints ``PORT <n>`` once it
@@ -379,11 +382,14 @@ class FakeHandler(BaseHTTPRequestHandler):
             "stalled": False,  # set when a fake-stall model starts sending nothing
         }
         _LOG.add(record)
-        if self.path != "/v1/chat/completions":
+        if self.path not in ("/v1/chat/completions", "/v1/responses"):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         try:
-            self._serve(body, record)
+            if self.path == "/v1/responses":
+                self._serve_responses(body)
+            else:
+                self._serve(body, record)
             record["finished"] = True
         except _Disconnected:
             record["disconnected"] = True
@@ -453,6 +459,38 @@ class FakeHandler(BaseHTTPRequestHandler):
             self._event("[DONE]")
         self._end_stream()
 
+
+    def _serve_responses(self, body: dict[str, Any]) -> None:
+        if body.get("model") == "transcript":
+            self._replay(body)
+            return
+        pieces = [str(p) for p in body.get("x_pieces", DEFAULT_PIECES)]
+        self._start_stream()
+        seq = iter(range(1_000_000))
+
+        def event(kind: str, **fields: Any) -> None:
+            payload = {"type": kind, "sequence_number": next(seq), **fields}
+            self._write(f"event: {kind}\ndata: {json.dumps(payload)}\n\n".encode())
+
+        response = {"id": "resp_fake", "object": "response", "status": "in_progress",
+                    "model": body.get("model"), "output": []}
+        event("response.created", response=response)
+        event("response.output_item.added", output_index=0, item={
+            "id": "msg_fake", "type": "message", "status": "in_progress",
+            "role": "assistant", "content": []})
+        delay = float(body.get("x_delay", 0.0))
+        for i, piece in enumerate(pieces):
+            if delay and i:
+                time.sleep(delay)  # the scenario: a server that streams slowly
+            event("response.output_text.delta", item_id="msg_fake", output_index=0,
+                  content_index=0, delta=piece)
+        usage = {"input_tokens": 5, "output_tokens": len(pieces),
+                 "total_tokens": 5 + len(pieces),
+                 "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens_details": {"reasoning_tokens": 0}}
+        event("response.completed", response={**response, "status": "completed",
+                                              "usage": usage})
+        self._end_stream()
 
     def _replay(self, body: dict[str, Any]) -> None:
         transcript = load_transcript(str(body["x_transcript"]))

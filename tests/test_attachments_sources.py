@@ -77,7 +77,7 @@ def fake() -> Iterator[ServerProcess]:
 @pytest.mark.server
 def test_openai_source_sends_content_parts_to_the_server(fake: ServerProcess) -> None:
     from nbstream.sources import OpenAISource
-    from nbstream.sources.openai import DEFAULT_ACCEPTS
+    from nbstream.sources.sse import DEFAULT_ACCEPTS
 
     src = OpenAISource("fake", base_url=fake.base_url, accepts=DEFAULT_ACCEPTS | {"application/pdf"})
     chat = ChatWidget(src)
@@ -88,6 +88,28 @@ def test_openai_source_sends_content_parts_to_the_server(fake: ServerProcess) ->
     # turn 2: the history carries turn 1 with its parts; the new question is a plain string
     assert second[0] == first[0] and second[2] == {"role": "user", "content": "And?"}
     assert second[1]["role"] == "assistant" and second[1]["content"]
+
+
+@pytest.mark.server
+def test_responses_source_sends_input_items_to_the_server(fake: ServerProcess) -> None:
+    from nbstream.sources.responses import ResponsesSource
+    from nbstream.sources.sse import DEFAULT_ACCEPTS
+
+    src = ResponsesSource("fake", fake.base_url, accepts=DEFAULT_ACCEPTS | {"application/pdf"})
+    chat = ChatWidget(src, system_prompt="Be brief.")
+    chat.send("What is this?", attachments=[IMAGE, TABLE, PDF]).wait(20)
+    chat.send("And?").wait(20)
+    first, second = [r["body"] for r in fake.requests()[-2:]]
+    assert fake.requests()[-1]["path"] == "/v1/responses"
+    assert first["instructions"] == "Be brief."
+    assert first["input"] == [{"role": "user", "content": responses_content(ASKED)}]
+    assert [i["type"] for i in first["input"][0]["content"]] == [
+        "input_text", "input_image", "input_text", "input_file"]
+    # turn 2: turn 1 with its items in the history; the new question a plain string
+    assert second["input"][0] == first["input"][0]
+    assert second["input"][2] == {"role": "user", "content": "And?"}
+    with pytest.raises(UnsupportedAttachment, match="fake takes no application/pdf files"):
+        ChatWidget(ResponsesSource("fake", fake.base_url)).send("read", attachments=[PDF])
 
 
 @pytest.mark.server

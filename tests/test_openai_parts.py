@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from _servers import ServerProcess, load_transcript, start_fake_server
 
-from nbstream.core.pieces import Outcome, Reasoning
+from nbstream.core.pieces import Outcome, Reasoning, ToolCallDelta
 from nbstream.sources import OpenAISource, SourceError
 from nbstream.sources.base import ChatMessage
 
@@ -107,7 +107,8 @@ def test_a_stream_with_no_done_and_no_finish_reason_ends_unknown(fake: ServerPro
 
 def test_openai_tool_calls_and_token_details(fake: ServerProcess) -> None:
     pieces, outcome = run(transcript(fake, "openai_tool_calls_usage"))
-    assert pieces == []
+    assert pieces == [ToolCallDelta(0, "", id="call_1", name="get_weather"),
+                      ToolCallDelta(0, '{"city":"Paris"}')]
     assert outcome.finish_reason == "tool_calls"
     assert outcome.usage == {"prompt_tokens": 80, "completion_tokens": 150,
                              "reasoning_tokens": 128, "cached_tokens": 64}

@@ -1,8 +1,8 @@
 """Sources of text pieces: one module per kind.
 
 ``TransformersSource`` is imported on first use, so that ``import nbstream``
-does not import torch; so is ``OpenAISource``, so that
-httpx (the ``openai`` extra) is needed only by those who use them.
+does not import torch; so are ``OpenAISource`` and ``ResponsesSource``, so
+that httpx (the ``openai`` extra) is needed only by those who use them.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ from .think import ThinkSplitter, ThinkTags
 
 if TYPE_CHECKING:
     from .openai import OpenAISource
+    from .responses import ResponsesSource
     from .transformers import TransformersSource
 
 __all__ = [
@@ -43,6 +44,7 @@ __all__ = [
     "Recording",
     "RecordingError",
     "ReplaySource",
+    "ResponsesSource",
     "ScriptedFailure",
     "ScriptedSource",
     "Source",
@@ -66,4 +68,8 @@ def __getattr__(name: str) -> Any:
         from . import openai
 
         return getattr(openai, name)
+    if name == "ResponsesSource":
+        from . import responses
+
+        return getattr(responses, name)
     raise AttributeError(f"module 'nbstream.sources' has no attribute {name!r}")

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from ..generation import GenerationOptions
 
 __all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError",
-           "ToolCallDelta", "ToolSchema", "report_loading"]
+           "ToolCallDelta", "ToolSchema", "report_loading", "source_name"]
 
 
 Emit = Callable[[str], None]
@@ -75,7 +75,8 @@ class Source(ABC):
 
     @property
     def label(self) -> str:
-        """Short name shown in the view."""
+        """Short name shown in the view; ``""`` shows none (errors and logs then use
+        :func:`source_name`)."""
         return type(self).__name__
 
     def lane_key(self) -> Hashable:
@@ -133,7 +134,8 @@ class Source(ABC):
         to apply and calls :meth:`generate`.
         """
         if options:
-            raise ValueError(f"{self.label} takes no generation options, got {sorted(options)}")
+            raise ValueError(f"{source_name(self)} takes no generation options, "
+                             f"got {sorted(options)}")
         self.check_tools(tools)
         self.check_attachments(messages)
         return self.generate(messages, emit, cancel)
@@ -142,8 +144,8 @@ class Source(ABC):
         """Raise :class:`ValueError` when ``tools`` are given to a source that cannot
         hand them to its model (:attr:`supports_tools` is False)."""
         if tools and not self.supports_tools:
-            raise ValueError(f"{self.label} cannot call tools (its model is not given them); "
-                             f"got {len(tools)}")
+            raise ValueError(f"{source_name(self)} cannot call tools (its model is not "
+                             f"given them); got {len(tools)}")
 
     # -- attachments (#21) ------------------------------------------------------
     @property
@@ -178,3 +180,9 @@ class Source(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def source_name(source: Source) -> str:
+    """What errors and logs call ``source``: its :attr:`~Source.label`, or its
+    class's name where the label is empty (a source shown without a name)."""
+    return source.label or type(source).__name__

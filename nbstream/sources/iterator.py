@@ -9,7 +9,7 @@ pieces; the iterator is then closed (``close()`` / ``aclose()``), so that a
 generator's ``finally`` blocks run and an HTTP stream is released.
 
 Parts and endings: a plain ``str`` is answer text; yield
-``Reasoning("…")`` (``nbstream.Reasoning``) for the model's thinking. To say
+``Reasoning("…")`` (``nbstream.sources.Reasoning``) for the model's thinking. To say
 how the generation ended, yield an :class:`~nbstream.core.pieces.Outcome` as the
 last item (``yield Outcome("length", usage={...})``), or ``return`` one from
 a (sync) generator; without one it ended with ``"stop"``. Text with inline
@@ -17,15 +17,22 @@ a (sync) generator; without one it ended with ``"stop"``. Text with inline
 ``think_tags=True`` (``"opened"``: the text starts inside a block the
 template opened); by default (``think_tags=False``) the text is left as it
 is.
+
+The chat's header shows the source's :attr:`~IteratorSource.label`: the name a
+person gave the function (``def answer(messages): ...`` shows "answer"), or
+nothing for a lambda, a ``functools.partial`` of one, or a generator
+expression; ``label=`` names it outright.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import itertools
 import reprlib
+import sys
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Sequence
 from typing import Any, cast
@@ -45,13 +52,22 @@ class IteratorSource(Source):
 
     def __init__(self, fn: Callable[[Sequence[ChatMessage]], PieceSource], *,
                  label: str | None = None, think_tags: ThinkTags = False) -> None:
+        """``label`` is shown in the view (default: :func:`given_name` of ``fn``;
+        ``""``: nothing)."""
         _check_fn(fn)
+        if label is not None and not isinstance(label, str):
+            raise TypeError(f"IteratorSource(label=...) must be a str, got "
+                            f"{type(label).__name__} {reprlib.repr(label)}")
         self.fn = fn
         self.think_tags = _check_think_tags(think_tags)
-        self._label: str = label or str(getattr(fn, "__name__", "iterator"))
+        self._label: str = given_name(fn) if label is None else label
+        # what errors and the repr call it: the label, else the function's own name
+        self._name: str = label or str(getattr(fn, "__name__", "iterator"))
 
     @property
     def label(self) -> str:
+        """The name shown in the view: ``label=``, or the name a person gave the
+        function; ``""`` (nothing shown) for a lambda or a generator expression."""
         return self._label
 
     def lane_key(self) -> Hashable:
@@ -65,11 +81,11 @@ class IteratorSource(Source):
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
                  cancel: threading.Event) -> Outcome | None:
-        produced = _check_produced(self.fn(list(messages)), self._label)
+        produced = _check_produced(self.fn(list(messages)), self._name)
         finish = None
         if self.think_tags:
             emit, finish = splitting(emit, ThinkSplitter(start_inside=self.think_tags == "opened"))
-        ending = _Ending(self._label)
+        ending = _Ending(self._name)
         if hasattr(produced, "__aiter__"):
             outcome = _drain_async(produced, emit, cancel, ending)  # type: ignore[arg-type]
         else:
@@ -79,7 +95,26 @@ class IteratorSource(Source):
         return outcome
 
     def __repr__(self) -> str:
-        return f"IteratorSource({self._label})"
+        return f"IteratorSource({self._name})"
+
+
+def given_name(obj: object) -> str:
+    """The name a person gave ``obj``, or ``""`` when nobody named it.
+
+    A function, a method or a generator made by one: its ``__name__``; a
+    ``functools.partial``: its function's; an instance of a class of one's own
+    (a callable model object, an iterable class): that class's name. Nothing for
+    a lambda, a generator expression or a comprehension (``<lambda>``,
+    ``<genexpr>``), nor for a list or another object of Python's own types.
+    """
+    while isinstance(obj, functools.partial):
+        obj = obj.func
+    name = getattr(obj, "__name__", None)
+    if not isinstance(name, str):
+        cls = type(obj)
+        stdlib = cls.__module__.partition(".")[0] in sys.stdlib_module_names
+        name = "" if stdlib else cls.__name__
+    return "" if name.startswith("<") else name
 
 
 # ----------------------------------------------------------------- validation

@@ -21,7 +21,7 @@ from ..core.attachment import Attachment
 from ..core.pieces import FINAL_STATUSES
 from ..generation import GenerationOptions, check_generation
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import Source
+from ..sources.base import Source, source_name
 from ..sources.content_parts import chat_content
 from .attachments import Attached
 from .reply import Reply
@@ -163,7 +163,7 @@ class ChatWidget(StreamingWidget):
     @generation.setter
     def generation(self, value: GenerationOptions | None) -> None:
         self._generation = check_generation(
-            value, "ChatWidget.generation", label=self.source.label,
+            value, "ChatWidget.generation", label=source_name(self.source),
             supported=self.source.generation_options)
 
     def send(self, text: str, attachments: Sequence[Any] | None = None) -> Reply:

@@ -48,7 +48,8 @@ class Compare(StreamingWidget):
     ) -> None:
         """Compare ``sources`` (at least two); ask them ``prompt`` at once if given.
 
-        ``labels`` name the panes (default: each source's label).
+        ``labels`` name the panes (default: each source's label; a pane whose
+        source shows no label is called "Pane 2" in the view).
         """
         opts = parse_options(Compare.__init__, options)
         check_system_prompt(system_prompt, "Compare")
@@ -76,10 +77,12 @@ class Compare(StreamingWidget):
         seen: dict[str, int] = {}
         original = list(names)
         for i, n in enumerate(original):
-            if original.count(n) > 1:
+            if n and original.count(n) > 1:
                 seen[n] = seen.get(n, 0) + 1
                 names[i] = f"{n} #{seen[n]}"
-        super().__init__(title=title, options=opts, source_label=" vs ".join(names),
+        # the header names the sources only when each has a name to show
+        shown = " vs ".join(names) if all(names) else ""
+        super().__init__(title=title, options=opts, source_label=shown,
                          mode="compare", panes=[{"label": n} for n in names])
         self.sources = sources
         self.labels = names

@@ -21,7 +21,7 @@ from ..core.pieces import FinishReason, Outcome, Status
 from ..core.stream import Stream
 from ..core.trace import Trace
 from ..generation import GenerationOptions
-from ..sources.base import Cancelled, ChatMessage, Source
+from ..sources.base import Cancelled, ChatMessage, Source, source_name
 
 #: how long :meth:`Reply.wait` waits, after the ending, for the pump to hand the
 #: final state to the widget's comm (it takes one pump step; this only bounds a
@@ -252,7 +252,7 @@ def run_reply(reply: Reply) -> None:
     except BaseException as exc:
         if stream.final:  # stopped or timed out; the source's unwinding is not an error
             return
-        log.warning("nbstream: %s failed in reply %s: %s", source.label, reply.id, exc,
+        log.warning("nbstream: %s failed in reply %s: %s", source_name(source), reply.id, exc,
                     exc_info=log.isEnabledFor(logging.DEBUG))
         stream.fail(exc, "".join(traceback.format_exception(exc)))
         if not isinstance(exc, Exception):

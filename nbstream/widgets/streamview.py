@@ -21,7 +21,7 @@ from ..checks import check_messages, check_prompt, check_system_prompt, check_ti
 from ..core.trace import Trace
 from ..options import StreamOptions, Unpack, parse_options, with_options
 from ..sources.base import ChatMessage, Source
-from ..sources.iterator import IteratorSource
+from ..sources.iterator import IteratorSource, given_name
 from .attachments import attached_for
 from .reply import Reply
 from .widget import StreamingWidget
@@ -37,7 +37,10 @@ def as_source(obj: Any, where: str = "stream") -> Source:
         raise TypeError(f"{where}(source=...) got a plain {type(obj).__name__}; to type out a "
                         "fixed text use ScriptedSource(text), or pass an iterable of pieces")
     if hasattr(obj, "__aiter__") or hasattr(obj, "__iter__"):
-        label = type(obj).__name__
+        # shown: the generator function's name (stream(countdown(10)): "countdown"),
+        # nothing for a generator expression or a list; errors and the repr name
+        # the kind of iterable when nobody named it
+        label = given_name(obj)
         # the iterable is handed over once and not kept: a list of pieces is not held
         # for as long as the widget lives
         held: list[Any] = [obj]
@@ -48,6 +51,7 @@ def as_source(obj: Any, where: str = "stream") -> Source:
                                    "(e.g. IteratorSource(fn)) to stream more than once")
             return held.pop()
 
+        once.__name__ = once.__qualname__ = type(obj).__name__
         return IteratorSource(once, label=label)
     hint = "; wrap a function in IteratorSource" if callable(obj) else ""
     raise TypeError(f"{where}(source=...) cannot stream a {type(obj).__name__} "

@@ -56,7 +56,7 @@ from ..core.stream import Body, Stream, body_runs
 from ..doctor import warn_unsupported_frontend
 from ..generation import GenerationOptions
 from ..options import Options
-from ..sources.base import ChatMessage, Source
+from ..sources.base import ChatMessage, Source, source_name
 from .attachments import (
     Attached,
     UploadRefused,
@@ -444,7 +444,8 @@ class StreamingWidget(anywidget.AnyWidget):
         try:
             source.queued()  # on the asking thread, before the worker's (Source.queued)
         except Exception:
-            log.warning("%s.queued() raised; the reply goes on", source.label, exc_info=True)
+            log.warning("%s.queued() raised; the reply goes on", source_name(source),
+                        exc_info=True)
         lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
 
     def _conversation_before(self, reply: Reply,
