@@ -8,12 +8,17 @@
  *   whose keys are per message, so a change costs its own size and never the
  *   conversation's: `"m<i>"` a message's {@link MessageMeta} (null once
  *   removed), `"m<i>.<s>"` the s-th delta of that message ({@link DeltaBody},
- *   immutable), `"last_id"` (ids `m1 .. m<last_id>` are enumerated in order),
+ *   immutable), `"m<i>.a<k>"` the preview of a question's k-th attachment (a binary
+ *   buffer: a DataView; see attachments.ts), `"last_id"` (ids `m1 .. m<last_id>` are
+ *   enumerated in order),
  *   `"live"` (`{id: seq}` of streaming messages, to notice a lost delta) and
  *   `"removed"` (a counter: rescan for removed messages). The front-end model
  *   keeps every key, so a saved notebook holds the whole conversation; a view
  *   reads the keys from the model (keys.ts), whatever order they came in.
- * - View -> kernel, custom messages: {@link SendMsg}, {@link StopMsg},
+ * - Kernel -> view, custom: {@link RefusedMsg} (a Send's attachments refused: the
+ *   view gives the draft back).
+ * - View -> kernel, custom messages: {@link SendMsg} (attachments' bytes as its
+ *   buffers), {@link StopMsg},
  *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg},
  *   {@link SystemPromptMsg}, {@link SwitchMsg}, {@link EditMsg} (user commands),
  *   {@link HelloMsg} when a view renders, {@link ResyncMsg} when

@@ -370,6 +370,41 @@ describe("the composer", () => {
     expect(v.model.sent[0]).toMatchObject({ kind: "send", text: "Sum it", draft: 2 });
   });
 
+  it("a Compare view attaches the same way, every pane's source asked", async () => {
+    const model = new FakeModel({
+      mode: "compare",
+      panes: [{ label: "A" }, { label: "B" }],
+      attachment_policy: { ...POLICY, accepts: [["*/*"], ["text/*"]] },
+    } as never);
+    const el = document.createElement("div");
+    document.body.append(el);
+    cleanups.push(mountChat(model, el, { scheduler: new FakeFrames(), now: () => 0 }));
+    const root = el.querySelector(".nbs-chat") as HTMLElement;
+    expect(root.querySelector("button.nbs-attach")).not.toBeNull();
+    const drop = (files: File[]) => {
+      const ev = new Event("drop", { bubbles: true, cancelable: true }) as Event & {
+        dataTransfer: { files: File[]; types: string[] };
+      };
+      ev.dataTransfer = { files, types: ["Files"] };
+      root.dispatchEvent(ev);
+    };
+    drop([image()]); // pane B's source takes text only
+    await settle();
+    expect(root.querySelector(".nbs-attach-notice")?.textContent).toMatch(/takes no images/);
+    drop([csv()]);
+    await settle();
+    model.drain("hello");
+    const input = root.querySelector("textarea.nbs-input") as HTMLTextAreaElement;
+    input.value = "both?";
+    input.dispatchEvent(new Event("input"));
+    (root.querySelector("button.nbs-send") as HTMLButtonElement).click();
+    await settle();
+    expect(model.sent).toEqual([
+      { kind: "send", text: "both?", attachments: [{ name: "data.csv", size: 10 }], draft: 1 },
+    ]);
+    expect(model.sentBuffers[0]?.length).toBe(1);
+  });
+
   it("a standalone composer clears and disposes", async () => {
     const root = document.createElement("div");
     const input = document.createElement("textarea");
