@@ -21,6 +21,10 @@ PIP := $(PY) -m pip
 TORCH_VERSION ?= 2.13.0
 PORT ?= 8888
 PYTEST_ARGS ?= --durations=15
+# what `make test-fast` leaves out: tests that start a kernel, a browser, a server or the
+# embedded model, build the wheel, need a GPU, or load torch/transformers (tiny models)
+FAST_MARKERS := not kernel and not model and not browser and not notebooks and not server \
+	and not wheel and not gpu and not transformers
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -44,7 +48,7 @@ BUNDLE := nbstream/static/widget.js
 JS_SOURCES := $(shell find js/src -type f 2>/dev/null) \
 	$(wildcard js/package.json js/package-lock.json js/build.mjs js/tsconfig.json)
 
-.PHONY: help setup demo test test-js test-py test-wheel lint picture chromium browser-deps bundle clean distclean
+.PHONY: help setup demo test test-fast test-js test-py test-wheel lint picture chromium browser-deps bundle clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
@@ -61,6 +65,15 @@ test: setup chromium browser-deps  ## everything, then the JS unit tests and the
 	$(OFFLINE) $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
 	exit $$status
 
+test-fast: setup  ## the inner loop, under a minute: unit and JS tests side by side (no kernel, browser, model, server, exhaustive JS)
+	@status=0; js_log=$$(mktemp); \
+	( cd js && npm run --if-present test -- --reporter=dot --exclude "tests/**/*.exhaustive.test.ts" ) \
+		> "$$js_log" 2>&1 & js=$$!; \
+	$(OFFLINE) $(PY) -m pytest -q tests -m "$(FAST_MARKERS)" || status=$$?; \
+	wait $$js || status=$$?; \
+	echo "--- JS tests (vitest)"; cat "$$js_log"; rm -f "$$js_log"; \
+	exit $$status
+
 test-py: setup chromium browser-deps  ## only the pytest suite (PYTEST_ARGS=... to choose)
 	$(OFFLINE) $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -70,10 +83,11 @@ test-wheel: setup  ## only the packaging tests: build sdist + wheel, install int
 test-js: $(JS_MODULES)  ## only the front end's unit tests (vitest)
 	cd js && npm run --if-present test
 
-lint: setup  ## ruff, mypy, and the front end's typecheck and lint (all run; fails if any fails)
+lint: setup  ## ruff, mypy, the front end's typecheck and lint, the generated protocol types (all run; fails if any fails)
 	@status=0; \
 	$(BIN)/ruff check . || status=$$?; \
 	$(BIN)/mypy || status=$$?; \
+	$(PY) scripts/gen_protocol.py --check || status=$$?; \
 	( cd js && npm run --if-present typecheck ) || status=$$?; \
 	( cd js && npm run --if-present lint ) || status=$$?; \
 	exit $$status

@@ -59,7 +59,6 @@ import os
 import re
 import sys
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +69,7 @@ from .core.attachment import (
     AttachmentLimits,
     AttachmentTooLarge,
     MessageTooLarge,
+    Preview,
     TooManyAttachments,
     UnsupportedAttachment,
     human_bytes,
@@ -268,18 +268,6 @@ def clean_name(name: str) -> str:
 
 
 # ------------------------------------------------------------------ previews
-@dataclass(frozen=True)
-class Preview:
-    """What the view shows of an attachment: a small image (``data``, ``mime``,
-    ``width``, ``height``), and for a text its start (``excerpt``)."""
-
-    data: bytes | None = None
-    mime: str = ""
-    width: int = 0
-    height: int = 0
-    excerpt: str | None = None
-
-
 def preview(att: Attachment, side: int = 384) -> Preview:
     """The view's preview of ``att``: an image at most ``side`` pixels on its longer
     side (PNG, or JPEG when the PNG would be large; SVG markup as it is, which the

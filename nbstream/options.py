@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar
 
 from .core.attachment import AttachmentLimits
-from .core.pump import DEFAULT_INTERVAL
+from .core.defaults import DEFAULT_INTERVAL, DEFAULT_MAX_PENDING
 from .core.stream import Limits
 
 if sys.version_info >= (3, 11):
@@ -36,11 +36,10 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     from typing_extensions import Unpack
 
-__all__ = ["OPTIONS", "Option", "Options", "StreamOptions", "Unpack", "parse_options",
-           "with_options"]
+__all__ = ["DEFAULT_INTERVAL", "DEFAULT_MAX_PENDING", "OPTIONS", "Option", "Options",
+           "StreamOptions", "Unpack", "parse_options", "with_options"]
 
-#: default bound of the unsent buffer, characters
-DEFAULT_MAX_PENDING = 1 << 20
+#: the attachment limits of a widget given none (AttachmentLimits' own defaults)
 DEFAULT_ATTACHMENT_LIMITS = AttachmentLimits()
 
 

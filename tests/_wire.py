@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from nbstream.widgets.widget import StreamingWidget
@@ -124,3 +125,22 @@ def view_text(wire: Wire, mid: str) -> str:
         if e["id"] == mid:
             return str(e["text"])
     return ""
+
+
+def send_from_view(widget: StreamingWidget, content: Any,
+                   buffers: Sequence[bytes] = ()) -> None:
+    """Send ``content`` as a view does (``model.send(content, callbacks, buffers)`` in
+    the browser): a ``comm_msg`` whose data is ipywidgets' ``custom`` method, with
+    ``buffers`` as the message's binary buffers (memoryviews, as a kernel's session
+    hands them on), handed to the widget's comm, so that the dispatch a kernel runs
+    (the comm's callback, ipywidgets' ``_handle_msg`` and ``_handle_custom_msg``, the
+    widget's ``on_msg`` handlers) runs here too. Returns once the handlers returned."""
+    comm = widget.comm
+    assert comm is not None, "the widget is closed"
+    comm.handle_msg({
+        "header": {"msg_type": "comm_msg"},
+        "parent_header": {},
+        "metadata": {},
+        "content": {"comm_id": comm.comm_id, "data": {"method": "custom", "content": content}},
+        "buffers": [memoryview(b) for b in buffers],
+    })

@@ -19,7 +19,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 from _wait import wait_until
-from _wire import Wire
+from _wire import Wire, send_from_view
 from ipywidgets.widgets.widget import _remove_buffers
 from PIL import Image
 
@@ -194,7 +194,7 @@ def view_send(chat: ChatWidget, text: str, files: list[tuple[str, bytes]],
     """A Send from the view: descriptors in the message, the bytes as its buffers."""
     content = {"kind": "send", "text": text, "draft": draft,
                "attachments": [{"name": n, "size": len(b)} for n, b in files]}
-    chat._on_view_msg(chat, content, [memoryview(b) for _, b in files])
+    send_from_view(chat, content, [b for _, b in files])
 
 
 def refusals(wire: Wire) -> list[dict[str, Any]]:
@@ -238,19 +238,33 @@ def test_a_view_send_over_the_limits_is_refused() -> None:
     assert chat.messages == []
 
 
-@pytest.mark.parametrize("content,buffers", [
-    ({"kind": "send", "text": "q", "attachments": [{"name": "a"}]}, []),  # no bytes
-    ({"kind": "send", "text": "q"}, [b"x"]),  # bytes, no descriptor
-    ({"kind": "send", "text": "q", "attachments": "a.png"}, [b"x"]),
-    ({"kind": "send", "text": "q", "attachments": [{"name": 5}]}, [b"x"]),
-    ({"kind": "send", "text": "q", "attachments": [{"name": "x" * 5000}]}, [b"x"]),
+def _send(attachments: object) -> dict[str, Any]:
+    return {"kind": "send", "text": "q", "draft": 1, "attachments": attachments}
+
+
+@pytest.mark.parametrize("content,buffers,reason", [
+    (_send([{"name": "a", "size": 1}]), [], "0 buffers for 1 attachments"),  # no bytes
+    ({"kind": "send", "text": "q"}, [b"x"], "1 buffers for 0 attachments"),  # no descriptor
+    (_send([{"name": "a", "size": 2}]), [b"x"], "size is not its buffer's"),
+    (_send("a.png"), [b"x"], "Expected `array`"),
+    (_send([{"name": 5, "size": 1}]), [b"x"], "Expected `str`"),
+    (_send([{"name": "a"}]), [b"x"], "missing required field `size`"),
+    (_send([{"name": "", "size": 1}]), [b"x"], "length >= 1"),
+    (_send([{"name": "x" * 5000, "size": 1}]), [b"x"], "length <= 1000"),
+    (_send([{"name": "a", "size": 0}] * 1001), [b""] * 1001, "length <= 1000"),
+    ({"kind": "stop"}, [b"x"], "1 buffers for 0 attachments"),  # buffers on another kind
 ])
-def test_a_malformed_upload_is_ignored(content: dict[str, Any], buffers: list[bytes]) -> None:
+def test_a_malformed_upload_is_ignored(content: dict[str, Any], buffers: list[bytes],
+                                       reason: str) -> None:
+    # checked against protocol.py's SendMsg at the kernel boundary (wire.parse_view_msg),
+    # before any handler: not the user's doing, so ignored and logged, never shown
     chat = ChatWidget(Recording())
     wire = Wire(chat)
-    chat._on_view_msg(chat, content, [memoryview(b) for b in buffers])
+    send_from_view(chat, content, buffers)
     assert chat.messages == [] and refusals(wire) == []
     assert chat._ignored.count == 1
+    (logged,) = chat._ignored.reasons
+    assert reason in logged
 
 
 # -------------------------------------------------------- edit, export, files

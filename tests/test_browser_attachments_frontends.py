@@ -14,7 +14,7 @@ from typing import Any
 import nbformat
 import pytest
 from conftest import JupyterLab, RunScenario, free_port
-from test_browser_frontends import scenario, serve
+from test_browser_marimo_voila import scenario, serve
 
 pytestmark = pytest.mark.browser
 

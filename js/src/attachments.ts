@@ -22,38 +22,20 @@
  * Runs on the browser's main thread only.
  */
 
-/** Where a message's meta says an attachment's preview is (a state key holding bytes). */
-export interface PreviewMeta {
-  key: string;
-  mime: string;
-  width: number;
-  height: number;
-  /** the bytes, filled by the key reader (keys.ts) from the model; absent: not there */
+import type { AttachmentKind, AttachmentMeta, AttachmentPolicy, PreviewMeta } from "./protocol.gen";
+
+/**
+ * A preview as the view holds it: its meta (where the bytes are, declared in
+ * protocol.py) and the bytes, filled in by the key reader (keys.ts) from the
+ * model's binary key; absent while the key is not there.
+ */
+export interface ShownPreview extends PreviewMeta {
   data?: Uint8Array;
 }
 
-/** One attachment of a user message, as its meta lists it (see protocol.py). */
-export interface AttachmentMeta {
-  name: string;
-  mime: string;
-  size: number;
-  kind: "image" | "text" | "file";
-  width?: number;
-  height?: number;
-  note?: string;
-  excerpt?: string;
-  preview?: PreviewMeta;
-}
-
-/** The `attachment_policy` trait: what the user may attach (the kernel checks it again). */
-export interface AttachmentPolicy {
-  /** MIME patterns, one list per source: an attachment must match one of each */
-  accepts: string[][];
-  max_count: number;
-  max_bytes: number;
-  max_message_bytes: number;
-  max_chat_bytes: number;
-  max_image_side: number;
+/** An attachment as the view shows it: its meta, its preview's bytes filled in. */
+export interface ShownAttachment extends AttachmentMeta {
+  preview?: ShownPreview;
 }
 
 /** The types shown as images (an SVG is drawn by `<img>`, never put in the DOM). */
@@ -96,7 +78,7 @@ function count(x: unknown): number | null {
 }
 
 /** How a model is given an attachment of type `mime` (mirrors core/attachment.py). */
-export function kindOf(mime: string): "image" | "text" | "file" {
+export function kindOf(mime: string): AttachmentKind {
   const m = mime.toLowerCase();
   if (RASTER_TYPES.has(m)) {
     return "image";
@@ -145,7 +127,7 @@ function shortText(x: unknown, limit = MAX_SHOWN): string {
   return s.length > limit ? `${s.slice(0, limit - 1)}…` : s;
 }
 
-function toPreview(x: unknown): PreviewMeta | null {
+function toPreview(x: unknown): ShownPreview | null {
   if (!isRecord(x) || typeof x.key !== "string" || typeof x.mime !== "string") {
     return null;
   }
@@ -290,7 +272,7 @@ export function describe(a: AttachmentMeta): string {
  * message and does nothing once they are shown.
  */
 export class MessageAttachments {
-  private readonly shown = new WeakMap<HTMLElement, readonly AttachmentMeta[]>();
+  private readonly shown = new WeakMap<HTMLElement, readonly ShownAttachment[]>();
 
   constructor(private readonly doc: Document) {}
 
@@ -298,7 +280,7 @@ export class MessageAttachments {
   paint(
     el: HTMLElement,
     text: HTMLElement,
-    attachments: readonly AttachmentMeta[] | undefined,
+    attachments: readonly ShownAttachment[] | undefined,
   ): void {
     if (attachments === undefined || attachments.length === 0) {
       return;
@@ -312,7 +294,7 @@ export class MessageAttachments {
   }
 
   /** The DOM of a list of attachments (see the module comment). */
-  render(attachments: readonly AttachmentMeta[]): HTMLElement {
+  render(attachments: readonly ShownAttachment[]): HTMLElement {
     const box = this.doc.createElement("div");
     box.className = "nbs-attachments";
     box.setAttribute("role", "group");
@@ -326,7 +308,7 @@ export class MessageAttachments {
     return box;
   }
 
-  private item(a: AttachmentMeta): HTMLElement {
+  private item(a: ShownAttachment): HTMLElement {
     const label = describe(a);
     const preview = a.preview;
     const url = preview?.data !== undefined ? imageUrl(preview.data, preview.mime) : null;

@@ -37,7 +37,7 @@
 import {
   type DeltaMsg,
   FINAL_STATUSES,
-  type LoadingProgress,
+  type LoadingMeta,
   type MessageMeta,
   type MessageState,
   type ResyncMsg,
@@ -118,7 +118,7 @@ function sameStats(a: Record<string, unknown>, b: Record<string, unknown>): bool
   }
 }
 
-function sameProgress(a: LoadingProgress | undefined, b: LoadingProgress | undefined): boolean {
+function sameProgress(a: LoadingMeta | undefined, b: LoadingMeta | undefined): boolean {
   return a === b || (a?.text === b?.text && a?.fraction === b?.fraction);
 }
 

@@ -42,8 +42,10 @@ import {
   STATE_TRAIT,
   toMode,
   toPanes,
+  type ViewDebug,
   type ViewMsg,
 } from "./protocol";
+import type { SizedMode } from "./sized";
 import {
   ChatView,
   type MarkdownMode,
@@ -62,6 +64,31 @@ export interface MountOptions {
   idle?: IdleScheduler | null;
   /** how assistant messages render ("full": the naive way, for benchmarks) */
   markdown?: MarkdownMode;
+  /** least ms between two rounds of acks (frame.ts ACK_GAP_MS by default; 0: every frame) */
+  ackGapMs?: number;
+  /** how laid-out blocks skip layout (sized.ts; "batched" by default) */
+  sized?: SizedMode;
+}
+
+/**
+ * What a widget's `debug` trait asks of its views (nbstream/widgets/protocol.py
+ * ViewDebug: benchmarks measure the previous ways with it), as mount options;
+ * nothing for the switches left as shipped.
+ */
+export function debugMountOptions(debug: ViewDebug): MountOptions {
+  const out: MountOptions = {};
+  if (debug.markdown !== undefined) {
+    out.markdown = debug.markdown;
+  }
+  if (debug.acks === "every-frame") {
+    out.ackGapMs = 0;
+  } else if (debug.ack_gap_ms !== undefined) {
+    out.ackGapMs = debug.ack_gap_ms;
+  }
+  if (debug.sized !== undefined) {
+    out.sized = debug.sized;
+  }
+  return out;
 }
 
 /** The root element, with the counters that tests and benchmarks read. */
@@ -84,7 +111,9 @@ export function mountChat(
   const idle = options.idle === undefined ? browserIdle(win) : options.idle;
   const counters = newCounters();
   const conversation = new Conversation();
-  const send = (msg: ViewMsg): void => model.send(msg);
+  /** a message to the kernel (a Send's attachments: their bytes as its buffers, in order) */
+  const send = (msg: ViewMsg, buffers?: ArrayBuffer[]): void =>
+    buffers === undefined ? model.send(msg) : model.send(msg, undefined, buffers);
 
   const mode = toMode(model.get("mode"));
   /** whether a reply (of pane `pane`, or of any) is queued, loading or running */
@@ -104,9 +133,8 @@ export function mountChat(
         return;
       }
       // the attachments' bytes travel as the message's binary buffers (#21)
-      model.send(
+      send(
         { kind: "send", text: prompt, attachments: attached.attachments, draft: attached.draft },
-        undefined,
         attached.buffers,
       );
     },
@@ -136,6 +164,7 @@ export function mountChat(
   const viewOptions: ViewOptions = {
     idle,
     markdown: options.markdown ?? "incremental",
+    sized: options.sized ?? "batched",
     onChars: (delta) => {
       counters.chars += delta;
     },
@@ -196,7 +225,14 @@ export function mountChat(
     view.paint(changes, summary(), t, announce);
     return changes.acks;
   };
-  const loop = new FrameLoop({ scheduler, now, render: (t) => render(t), ack: send, counters });
+  const loop = new FrameLoop({
+    scheduler,
+    now,
+    render: (t) => render(t),
+    ack: send,
+    counters,
+    ...(options.ackGapMs === undefined ? {} : { ackGapMs: options.ackGapMs }),
+  });
 
   const keys = new KeyReader(model as unknown as KeyModel, conversation);
   /** Any change of the model: read the per-message keys (cheap: only what can have changed). */

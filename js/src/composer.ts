@@ -24,19 +24,12 @@
  *
  * Runs on the browser's main thread only.
  */
-import {
-  type AttachmentPolicy,
-  base64,
-  humanBytes,
-  keepKeys,
-  kindOf,
-  RASTER_TYPES,
-  takes,
-} from "./attachments";
+import { base64, humanBytes, keepKeys, kindOf, RASTER_TYPES, takes } from "./attachments";
+import type { AttachmentPolicy, SendAttachment } from "./protocol";
 
 /** What one Send carries: the descriptors (in the message) and the bytes (its buffers). */
 export interface Draft {
-  attachments: { name: string; size: number }[];
+  attachments: SendAttachment[];
   buffers: ArrayBuffer[];
   /** the files as the user gave them (to give the draft back after a refusal) */
   files: File[];

@@ -19,7 +19,7 @@
  * (a resync can be lost too). A change of `removed` makes it look at every
  * message once, for the removed ones. Runs on the browser's main thread only.
  */
-import { bytesOf } from "./attachments";
+import { bytesOf, type ShownPreview } from "./attachments";
 import { type Conversation, RESYNC_RETRY_MS } from "./buffer";
 import {
   deltaKey,
@@ -153,10 +153,11 @@ export class KeyReader {
   /** Fills in the bytes of a user message's attachment previews (keys `m<i>.a<k>`). */
   private withPreviews(meta: MessageMeta): void {
     for (const a of meta.attachments ?? []) {
-      if (a.preview !== undefined) {
-        const data = bytesOf(this.model.get(a.preview.key));
+      const preview: ShownPreview | undefined = a.preview; // a fresh copy (protocol.ts)
+      if (preview !== undefined) {
+        const data = bytesOf(this.model.get(preview.key));
         if (data !== null) {
-          a.preview.data = data;
+          preview.data = data;
         }
       }
     }

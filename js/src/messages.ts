@@ -38,6 +38,7 @@ import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { FINAL_STATUSES } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
+import type { SizedMode } from "./sized";
 import { isWaiting, LiveRate, statusLabel, statusTitle } from "./status";
 import { TextSink } from "./text";
 
@@ -48,6 +49,8 @@ export interface ListOptions {
   /** where closed code blocks get highlighted; null: never */
   highlighter: Highlighter | null;
   markdown: MarkdownMode;
+  /** how laid-out blocks skip layout (sized.ts; "at-once": the previous way, benchmarks) */
+  sized: SizedMode;
   /** characters of message text shown, summed over the messages (for benchmarks) */
   onChars?: ((delta: number) => void) | undefined;
   /** removes the list's DOM listeners when aborted */
@@ -283,7 +286,11 @@ export class MessageList {
       if (node.reasoning === null) {
         node.reasoning = new ReasoningBlock(
           this.doc,
-          { highlighter: this.options.highlighter, markdown: this.options.markdown },
+          {
+            highlighter: this.options.highlighter,
+            markdown: this.options.markdown,
+            sized: this.options.sized,
+          },
           this.options.signal,
         );
         node.textEl.before(node.reasoning.el);
@@ -411,10 +418,10 @@ export class MessageList {
       node.sink = new FullSink(node.textEl);
     } else {
       const highlighter = this.options.highlighter;
-      node.sink = new MarkdownSink(
-        node.textEl,
-        highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) },
-      );
+      node.sink = new MarkdownSink(node.textEl, {
+        sized: this.options.sized,
+        ...(highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) }),
+      });
     }
     return true;
   }

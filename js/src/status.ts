@@ -13,7 +13,7 @@
  * once)… 42%".
  */
 import type { Entry } from "./buffer";
-import type { LoadingProgress } from "./protocol";
+import type { LoadingMeta } from "./protocol";
 
 function finite(x: unknown): number | null {
   return typeof x === "number" && Number.isFinite(x) ? x : null;
@@ -82,7 +82,7 @@ export function finishNote(e: Readonly<Entry>): string {
  * from the source's report (the percentage only where it said how far, floored:
  * 100% only once done), "loading model…" where it said nothing.
  */
-export function loadingLabel(progress: Readonly<LoadingProgress> | undefined): string {
+export function loadingLabel(progress: Readonly<LoadingMeta> | undefined): string {
   if (progress === undefined) {
     return "loading model…";
   }

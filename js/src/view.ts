@@ -34,14 +34,14 @@
  * at construction; the view sends nothing itself. Runs on the browser's main
  * thread only.
  */
-import type { AttachmentPolicy } from "./attachments";
 import type { Siblings } from "./branches";
 import type { Changes, Entry, MessageChange } from "./buffer";
 import { Composer } from "./composer";
 import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
-import type { PaneInfo } from "./protocol";
+import type { AttachmentPolicy, PaneInfo, SendAttachment } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
+import type { SizedMode } from "./sized";
 import { SystemPromptBar } from "./system";
 import { conversationMarkdown } from "./transcript";
 
@@ -49,7 +49,7 @@ export type { MarkdownMode } from "./messages";
 
 /** A Send's attachments: descriptors, their bytes (the message's buffers), and its number. */
 export interface SendAttachments {
-  attachments: { name: string; size: number }[];
+  attachments: SendAttachment[];
   buffers: ArrayBuffer[];
   draft: number;
 }
@@ -89,6 +89,8 @@ export interface ViewOptions {
   /** where closed code blocks get highlighted; null: never */
   idle: IdleScheduler | null;
   markdown?: MarkdownMode;
+  /** how laid-out blocks skip layout (sized.ts; "batched" as shipped) */
+  sized?: SizedMode;
   /** characters of message text shown, summed over the messages (for benchmarks) */
   onChars?: (delta: number) => void;
 }
@@ -330,6 +332,7 @@ export abstract class BaseView implements WidgetView {
       canEdit,
       highlighter: this.highlighter,
       markdown: this.options.markdown ?? "incremental",
+      sized: this.options.sized ?? "batched",
       onChars: this.options.onChars,
       signal: this.listeners.signal,
       label,

@@ -27,6 +27,10 @@ own error (:class:`TooManyAttachments`, :class:`AttachmentTooLarge`,
 :class:`MessageTooLarge`, :class:`ChatTooLarge`), all :class:`AttachmentError`
 (a :class:`ValueError`).
 
+A user turn of a widget holds each of its attachments with what the view is
+shown of it (:class:`Attached`: the attachment and its :class:`Preview`, a small
+image or a text's start, made once by :func:`nbstream.attachments.preview`).
+
 Pure data and functions: any thread.
 """
 
@@ -44,6 +48,7 @@ __all__ = [
     "ANY_TYPE",
     "RASTER_TYPES",
     "TEXT_ONLY",
+    "Attached",
     "Attachment",
     "AttachmentError",
     "AttachmentKind",
@@ -51,6 +56,7 @@ __all__ = [
     "AttachmentTooLarge",
     "ChatTooLarge",
     "MessageTooLarge",
+    "Preview",
     "TooManyAttachments",
     "UnsupportedAttachment",
     "human_bytes",
@@ -61,6 +67,8 @@ __all__ = [
     "text_block",
 ]
 
+#: How a model is given an attachment: as an image, as text (put into the prompt),
+#: or as a file (only to a source that names its type).
 AttachmentKind = Literal["image", "text", "file"]
 
 #: the image types models take as images (OpenAI's list; vision processors read them all)
@@ -196,6 +204,27 @@ class Attachment:
         size = f", {self.width}x{self.height}" if self.width is not None else ""
         note = f", note={self.note!r}" if self.note else ""
         return f"Attachment({self.name!r}, {self.mime!r}{size}, {self.size:,} bytes{note})"
+
+
+@dataclass(frozen=True)
+class Preview:
+    """What the view shows of an attachment: a small image (``data``, ``mime``,
+    ``width``, ``height``), and for a text its start (``excerpt``). Made by
+    :func:`nbstream.attachments.preview`."""
+
+    data: bytes | None = None
+    mime: str = ""
+    width: int = 0
+    height: int = 0
+    excerpt: str | None = None
+
+
+@dataclass(frozen=True)
+class Attached:
+    """One attachment of a user turn, with what the view is shown of it."""
+
+    attachment: Attachment
+    preview: Preview
 
 
 def human_bytes(n: int) -> str:

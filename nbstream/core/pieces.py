@@ -115,6 +115,10 @@ class ToolCallDelta:
 #: The types of part a message is made of (more may come: tool calls, ...).
 PartType = Literal["answer", "reasoning"]
 
+#: Every part type, in the order a view shows a message's parts (a new type is added
+#: to :data:`PartType` and here).
+PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer")
+
 
 class Reasoning(str):
     """A piece of the model's reasoning (thinking), not of its answer.

@@ -62,14 +62,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from .defaults import DEFAULT_INTERVAL
 from .stream import Clock, Delta, Stream
 
 log = logging.getLogger("nbstream.core.pump")
 
-#: default flush interval per stream, seconds (~29 messages/s). With acks every 500 ms it keeps a
-#: widget within 40 kernel->browser messages a second, status included, and token->DOM p95
-#: under 60 ms (benchmarks/browser_markdown.py, browser_acks.py --interval/--ack-gap)
-DEFAULT_INTERVAL = 0.034
+__all__ = ["DEFAULT_INTERVAL", "Channel", "Outgoing", "Pump", "ViewFigures", "get_pump",
+           "view_figures"]
 #: default budget of messages per second for all widgets together
 DEFAULT_MAX_RATE = 180.0  # leaves room under ~200/s for state updates
 #: flow control: the least number of deltas a view may leave unacknowledged before
@@ -216,9 +215,8 @@ class Pump:
 
     def add_stream(self, ch: Channel, stream: Stream) -> None:
         """Let the pump flush ``stream`` through ``ch``, and publish the new message."""
-        stream.on_wake = lambda s: self.wake()
-        stream.on_status = lambda s: self.publish(ch, [s.id])
-        stream.attach()
+        stream.attach(on_wake=lambda s: self.wake(),
+                      on_status=lambda s: self.publish(ch, [s.id]))
         with self._cond:
             if ch.closed:
                 stream.final_sent()
@@ -280,10 +278,11 @@ class Pump:
         with self._cond:
             for s in itertools.chain(ch.streams, ch.ended):
                 if s.id == stream_id:
-                    if s.ack(seq, render_ms, now):
+                    lag_ms = s.ack(seq, render_ms, now)
+                    if lag_ms is not None:
                         if log.isEnabledFor(logging.DEBUG):
                             log.debug("ack %s#%d: render %.1f ms, lag %.1f ms", stream_id, seq,
-                                      render_ms, s.ack_lag_ms[-1])
+                                      render_ms, lag_ms)
                         ch.acks += 1
                         # weights by time, so that sparse acks adapt as fast as dense ones
                         a = 0.2
@@ -293,7 +292,7 @@ class Pump:
                             a = max(a, 1.0 - math.exp(-gap / SMOOTHING))
                         ch.last_ack_at = now
                         ch.render_ms_ewma = (1 - a) * ch.render_ms_ewma + a * max(0.0, render_ms)
-                        ch.ack_lag_ms_ewma = (1 - a) * ch.ack_lag_ms_ewma + a * s.ack_lag_ms[-1]
+                        ch.ack_lag_ms_ewma = (1 - a) * ch.ack_lag_ms_ewma + a * lag_ms
                         self._woken = True
                         self._cond.notify()
                     return
@@ -338,14 +337,14 @@ class Pump:
                 silent = max(SILENT_VIEW, 4.0 * ch.ack_period)
                 out = Outgoing()
                 for s in list(ch.streams):
-                    s.interval = interval
-                    s.window = None
+                    stream_window: int | None = None
                     if flow:
                         oldest = s.unacked_since()
                         if oldest is None or now - oldest < timeout:
-                            s.window = window
+                            stream_window = window
                             if oldest is not None:
                                 next_at = min(next_at, oldest + timeout)
+                    s.set_flow(interval, stream_window)
                     if s.settle(now) or s.final:
                         if log.isEnabledFor(logging.DEBUG):
                             log.debug("%s ended: %s %s", s.id, s.status, s.stats())

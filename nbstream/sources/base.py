@@ -19,6 +19,7 @@ reply shows "loading model…", and the source may say more with
 
 from __future__ import annotations
 
+import reprlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from ..generation import GenerationOptions
 
 __all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError",
-           "ToolCallDelta", "ToolSchema", "report_loading", "source_name"]
+           "ToolCallDelta", "ToolSchema", "check_source", "report_loading", "source_name"]
 
 
 Emit = Callable[[str], None]
@@ -186,3 +187,22 @@ def source_name(source: Source) -> str:
     """What errors and logs call ``source``: its :attr:`~Source.label`, or its
     class's name where the label is empty (a source shown without a name)."""
     return source.label or type(source).__name__
+
+
+def check_source(obj: object, what: str, *, also: str = "") -> Source:
+    """``obj`` if it is a :class:`Source`, else a :class:`TypeError` naming ``what``
+    (the argument, e.g. ``"ChatWidget(source=...)"``), what else it takes
+    (``also``, e.g. ``" (or None for the embedded model)"``), and what to do
+    with a Source class, a function or an iterable. The one "is this a source"
+    check of the widgets (any thread: it only reads ``obj``)."""
+    if isinstance(obj, Source):
+        return obj
+    hint = ""
+    if isinstance(obj, type) and issubclass(obj, Source):
+        hint = f"; create one: {obj.__name__}(...)"
+    elif callable(obj):
+        hint = "; wrap a function in IteratorSource"
+    elif hasattr(obj, "__iter__") or hasattr(obj, "__aiter__"):
+        hint = "; to show an iterable of str use nbstream.stream()"
+    raise TypeError(f"{what} must be a nbstream Source{also}, got {type(obj).__name__} "
+                    f"{reprlib.repr(obj)}{hint}")

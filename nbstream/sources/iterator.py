@@ -40,7 +40,7 @@ from typing import Any, cast
 from ..core.attachment import ANY_TYPE
 from ..core.pieces import Outcome
 from .base import Cancelled, ChatMessage, Emit, Source
-from .think import ThinkSplitter, ThinkTags, splitting
+from .think import ThinkSplitter, ThinkTags, check_think_options, splitting
 
 #: what the function may return: pieces (``str`` or ``Reasoning``), and
 #: optionally an ``Outcome`` as the last item
@@ -59,7 +59,7 @@ class IteratorSource(Source):
             raise TypeError(f"IteratorSource(label=...) must be a str, got "
                             f"{type(label).__name__} {reprlib.repr(label)}")
         self.fn = fn
-        self.think_tags = _check_think_tags(think_tags)
+        self.think_tags, _ = check_think_options(think_tags, where="IteratorSource")
         self._label: str = given_name(fn) if label is None else label
         # what errors and the repr call it: the label, else the function's own name
         self._name: str = label or str(getattr(fn, "__name__", "iterator"))
@@ -152,12 +152,6 @@ def _check_produced(produced: object, label: str) -> PieceSource:
 
 def _name(fn: object) -> str:
     return str(getattr(fn, "__qualname__", getattr(fn, "__name__", type(fn).__name__)))
-
-
-def _check_think_tags(value: Any) -> ThinkTags:
-    if value is None or isinstance(value, bool) or value == "opened":
-        return value  # type: ignore[no-any-return]
-    raise ValueError(f"think_tags must be True, False, None or 'opened', got {value!r}")
 
 
 

@@ -61,7 +61,7 @@ from .._version import __version__
 from ..core.attachment import RASTER_TYPES
 from ..core.pieces import Outcome
 from .base import Cancelled, ChatMessage, Emit, Source, SourceError, ToolSchema
-from .think import ThinkSplitter, ThinkTags
+from .think import ThinkSplitter, ThinkTags, check_think_options
 from .toolcalls import CallIds, check_tool_request
 
 if TYPE_CHECKING:
@@ -154,12 +154,8 @@ class SSESource(Source):
                              f"got {base_url!r}")
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
-        if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, Mapping):
-            raise TypeError("chat_template_kwargs must be a dict, such as "
-                            "{'enable_thinking': False}")
-        if not (think_tags is None or isinstance(think_tags, bool) or think_tags == "opened"):
-            raise ValueError(f"think_tags must be True, False, None or 'opened', "
-                             f"got {think_tags!r}")
+        think_tags, template_kwargs = check_think_options(think_tags, chat_template_kwargs,
+                                                          where=kind)
         if accepts is not None and (isinstance(accepts, str) or not all(
                 isinstance(p, str) and "/" in p for p in accepts)):
             raise TypeError("accepts must be a collection of MIME patterns such as "
@@ -181,7 +177,7 @@ class SSESource(Source):
         self.timeout = timeout
         self.connect_timeout = connect_timeout
         self.concurrency = concurrency
-        self.chat_template_kwargs = dict(chat_template_kwargs or {})
+        self.chat_template_kwargs = template_kwargs
         self.think_tags: ThinkTags = think_tags
         self.request_options: dict[str, Any] = dict(request_options)
         self._extra_headers = dict(headers or {})

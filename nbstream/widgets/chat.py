@@ -16,16 +16,18 @@ import traitlets
 
 from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..conversation import transcript
+from ..conversation.history import UserTurn
 from ..conversation.transcript import StoredMessage, Transcript
-from ..core.attachment import Attachment
+from ..core.attachment import Attached, Attachment
 from ..core.pieces import FINAL_STATUSES
 from ..generation import GenerationOptions, check_generation
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import Source, source_name
+from ..sources.base import Source, check_source, source_name
 from ..sources.content_parts import chat_content
-from .attachments import Attached
+from .protocol import ViewMsg
 from .reply import Reply
-from .widget import MAX_VIEW_TEXT, BadViewMessage, StreamingWidget, UserTurn
+from .widget import StreamingWidget
+from .wire import BadViewMessage
 
 log = logging.getLogger("nbstream")
 
@@ -36,15 +38,8 @@ def resolve_source(source: Source | None, where: str = "ChatWidget") -> Source:
         from ..sources.transformers import TransformersSource
 
         return TransformersSource()
-    if not isinstance(source, Source):
-        hint = ""
-        if callable(source):
-            hint = "; wrap a function in IteratorSource"
-        elif hasattr(source, "__iter__") or hasattr(source, "__aiter__"):
-            hint = "; to show an iterable of str use nbstream.stream()"
-        raise TypeError(f"{where}(source=...) must be a nbstream Source (or None for the "
-                        f"embedded model), got {type(source).__name__} {short(source)}{hint}")
-    return source
+    return check_source(source, f"{where}(source=...)",
+                        also=" (or None for the embedded model)")
 
 
 class ChatWidget(StreamingWidget):
@@ -194,8 +189,7 @@ class ChatWidget(StreamingWidget):
         "status"}, ...]`` (a copy), a question with attachments with its
         ``attachments`` (:class:`~nbstream.core.attachment.Attachment` objects).
         :attr:`tree` has every branch."""
-        with self._lock:
-            entries = self._history()
+        entries = self._history.path()
         out: list[dict[str, Any]] = []
         for e in entries:
             if isinstance(e, UserTurn):
@@ -221,9 +215,7 @@ class ChatWidget(StreamingWidget):
         out: list[dict[str, Any]] = []
         if self.system_prompt:
             out.append({"role": "system", "content": self.system_prompt})
-        with self._lock:
-            entries = self._history()
-        for e in entries:
+        for e in self._history.path():
             if isinstance(e, UserTurn):
                 out.append({"role": "user", "content": chat_content(e.message())})
             else:
@@ -260,7 +252,8 @@ class ChatWidget(StreamingWidget):
         old one, which stays (the view shows ``< 2 / 2 >`` to switch); a last answer
         still running is stopped first."""
         with self._lock:
-            last = next((e for e in reversed(self._history()) if isinstance(e, Reply)), None)
+            last = next((e for e in reversed(self._history.path()) if isinstance(e, Reply)),
+                        None)
             if last is None:
                 return None
             last.cancel()
@@ -283,7 +276,7 @@ class ChatWidget(StreamingWidget):
         attached = None if attachments is None else \
             self._attached(attachments, [self.source], "edit")
         with self._lock:
-            shown = self._history()
+            shown = self._history.path()
             if not -len(shown) <= index < len(shown):
                 raise IndexError(f"edit(index={index}): the chat shows {len(shown)} messages")
             target = shown[index]
@@ -299,10 +292,10 @@ class ChatWidget(StreamingWidget):
         below it, the messages shown when it was last in view). Returns
         :attr:`messages`."""
         with self._lock:
-            if not isinstance(id, str) or id not in self._branches:
+            if not isinstance(id, str) or id not in self._history:
                 raise ValueError(f"switch_to(id={id!r}): no such message; the ids are in "
                                  "chat.tree")
-            self._wire.current = self._branches.show(id)
+            self._history.show(id)
         self._pump.publish(self._channel, [id])  # (a meta: what wakes the pump)
         return self.messages
 
@@ -328,8 +321,7 @@ class ChatWidget(StreamingWidget):
         return self.send(self.CONTINUE_PROMPT)
 
     def __repr__(self) -> str:
-        with self._lock:
-            n = len(self._history())
+        n = len(self._history.path())
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
 
     # -------------------------------------------------------------- internals
@@ -346,8 +338,8 @@ class ChatWidget(StreamingWidget):
     def _transcript(self, *, live_as_stopped: bool) -> Transcript:
         """Every message (each parent before its children) and the branch shown."""
         with self._lock:
-            entries = list(self._all)
-            current = self._branches.current
+            entries = self._history.entries()
+            current = self._history.current
         out: list[StoredMessage] = []
         for e in entries:
             if isinstance(e, UserTurn):
@@ -367,41 +359,32 @@ class ChatWidget(StreamingWidget):
     def _attachment_accepts(self) -> list[frozenset[str]]:
         return [self.source.accepts]
 
-    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "regenerate":
+    def _on_command(self, msg: ViewMsg) -> bool:
+        if msg["kind"] == "regenerate":
             self.regenerate()
             return True
-        if kind == "switch":
-            mid = content.get("id")
-            with self._lock:
-                known = isinstance(mid, str) and mid in self._branches
-            if not known:
+        if msg["kind"] == "switch":
+            if msg["id"] not in self._history:
                 raise BadViewMessage("switch to an unknown id")
-            self.switch_to(str(mid))
+            self.switch_to(msg["id"])
             return True
-        if kind == "edit":
-            mid, text = content.get("id"), content.get("text")
-            if not isinstance(text, str) or not text.strip() or len(text) > MAX_VIEW_TEXT:
-                raise BadViewMessage("edit without a usable text")
+        if msg["kind"] == "edit":
+            if not msg["text"].strip():
+                raise BadViewMessage("edit of a blank text")
             with self._lock:
-                target = self._wire.known.get(mid) if isinstance(mid, str) else None
+                target = self._history.get(msg["id"])
                 if not isinstance(target, UserTurn):
                     raise BadViewMessage("edit of an unknown or non-user message")
-                self._edit(target, text)
+                self._edit(target, msg["text"])
             return True
-        if kind == "system_prompt":  # an edit in the view
-            text = content.get("text")
-            if not isinstance(text, str):
-                raise BadViewMessage("system_prompt without a str text")
-            if len(text) > MAX_VIEW_TEXT:
-                raise BadViewMessage(f"system_prompt of more than {MAX_VIEW_TEXT} characters")
+        if msg["kind"] == "system_prompt":  # an edit in the view
+            text = msg["text"]
             self.system_prompt = text if text.strip() else None
             return True
-        if kind == "continue":
-            rid = content.get("id")
+        if msg["kind"] == "continue":
             try:
-                self.continue_(rid if isinstance(rid, str) else None)
+                self.continue_(msg["id"])
             except ValueError as exc:  # a stale button: nothing to continue
                 log.debug("nbstream: %s", exc)
             return True
-        return super()._on_command(kind, content)
+        return super()._on_command(msg)

@@ -18,9 +18,11 @@ import traitlets
 from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..core.attachment import Attachment
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import Source
+from ..sources.base import Source, check_source
+from .protocol import ViewMsg
 from .reply import Reply
-from .widget import BadViewMessage, StreamingWidget
+from .widget import StreamingWidget
+from .wire import BadViewMessage
 
 
 class Compare(StreamingWidget):
@@ -61,9 +63,7 @@ class Compare(StreamingWidget):
         if len(sources) < 2:
             raise ValueError("Compare(sources=...) needs at least two sources")
         for i, s in enumerate(sources):
-            if not isinstance(s, Source):
-                raise TypeError(f"Compare(sources=...): item {i} must be a nbstream Source, "
-                                f"got {type(s).__name__} {short(s)}")
+            check_source(s, f"Compare(sources=...): item {i}")
         if prompt is not None:
             check_prompt(prompt, "Compare")
         if labels is not None and (isinstance(labels, (str, bytes))
@@ -140,12 +140,10 @@ class Compare(StreamingWidget):
     def _attachment_accepts(self) -> list[frozenset[str]]:
         return [s.accepts for s in self.sources]
 
-    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "stop" and "pane" in content:
-            pane = content["pane"]
-            if isinstance(pane, bool) or not isinstance(pane, int) or not (
-                    0 <= pane < len(self.sources)):
+    def _on_command(self, msg: ViewMsg) -> bool:
+        if msg["kind"] == "stop" and "pane" in msg:
+            if msg["pane"] >= len(self.sources):
                 raise BadViewMessage("stop for an unknown pane")
-            self.stop_pane(pane)
+            self.stop_pane(msg["pane"])
             return True
-        return super()._on_command(kind, content)
+        return super()._on_command(msg)

@@ -1,6 +1,21 @@
-"""The wire protocol between the kernel and the browser view, as types.
+"""The wire protocol between the kernel and the browser view, as types: declared once.
 
-Mirrored by ``js/src/protocol.ts``; change both together.
+This module is the one source of truth. The front end's types
+(``js/src/protocol.gen.ts``, re-exported by ``js/src/protocol.ts``) are
+generated from it by ``python scripts/gen_protocol.py`` (Python types -> JSON
+Schema with msgspec -> TypeScript with json-schema-to-typescript); ``make lint``
+runs ``scripts/gen_protocol.py --check``, which fails when that file is stale.
+The kernel checks every message a view sends against these types
+(``wire.py``: :func:`~nbstream.widgets.wire.parse_view_msg`), bounds included
+(the ``MAX_*`` below), and the binary buffers that come with it, before a
+handler sees it.
+
+**Adding a type.** Declare it here (a ``TypedDict``, ``Literal`` or alias;
+``#:`` comments on fields become the TypeScript doc comments), add a view ->
+kernel message to :data:`ViewMsg` (its ``kind`` is a ``Literal``: that is how
+it is dispatched), name a new top-level type in :data:`GENERATED` if nothing
+generated reaches it, run ``python scripts/gen_protocol.py``, and handle the new
+message in ``StreamingWidget._on_command`` (or a subclass's).
 
 Direction rules (who may send what, how often, and why):
 
@@ -26,10 +41,12 @@ Direction rules (who may send what, how often, and why):
     ``m<i>`` (``s`` counts from 1): what it appends, a string (all answer) or
     a list of ``[part type, text]`` runs in order. Written once, never changed
     (null once the message was removed).
-  - ``"m<i>.a<k>"``: the preview of attachment ``k`` (from 1) of user message
-    ``m<i>`` (see :class:`AttachmentMeta`): a small image as a *binary buffer*
-    (``buffer_paths``; a ``DataView`` in the front-end model, base64 in a saved
-    notebook), sent once, with the meta that lists it (null once removed).
+  - ``"m<i>.a<k>"`` (:func:`preview_key`): the preview of attachment ``k``
+    (from 1) of user message ``m<i>`` (its :class:`PreviewMeta` in the meta's
+    ``attachments`` says the type and size): the bytes of a small image, as a
+    *binary buffer* (see **Binary buffers**). Sent once, in the update that
+    carries the meta listing it; a meta sent again carries none. Null once the
+    message was removed.
   - ``"last_id"``: the highest message number given out so far: a view
     enumerates ``m1 .. m<last_id>`` (ids are allocated in conversation order,
     so this is also the order), with no list that grows with the conversation.
@@ -63,6 +80,22 @@ Direction rules (who may send what, how often, and why):
   ``"reasoning"`` and ``"answer"``). A view shows each type in its own block
   and ignores a type it does not know, so a new type (tool calls...) is added
   without another redesign.
+* **Binary buffers.** JSON cannot hold bytes, so the schema declares where
+  they are and ipywidgets carries them beside the JSON, as the Jupyter
+  messaging protocol's ``buffers`` (never base64 on the wire). Kernel -> view:
+  a preview key's value is ``bytes`` in the kernel's state; the update
+  message names it in ``buffer_paths`` (``[["m1.a1"], ...]``) and its bytes
+  are the message's buffers in that order (``wire.py``: the pump's update and
+  ``get_state``'s snapshot, which ipywidgets splits the same way). In the
+  front-end model the key holds a ``DataView``; a notebook saved with its
+  widget state keeps it base64 in that state's ``buffers`` list. View ->
+  kernel: a :class:`SendMsg` with ``attachments`` carries one buffer per
+  attachment, in the same order, each of exactly its ``size`` bytes (ipywidgets'
+  ``model.send(content, callbacks, buffers)``); a message with buffers that do
+  not match (or buffers on another kind) is refused as malformed
+  (``parse_view_msg``). Together they carry at most :data:`MAX_UPLOAD_BYTES`:
+  the view keeps under it (:class:`AttachmentPolicy`), the kernel refuses more
+  with the reason (:class:`RefusedMsg`).
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
   :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
   :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`),
@@ -71,6 +104,9 @@ Direction rules (who may send what, how often, and why):
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
   them on its main thread (or on a subshell thread with
   ``commsOverSubshells``), so handlers only record or enqueue and never block.
+* **Kernel -> view, custom messages.** :class:`RefusedMsg`: a Send with
+  attachments was refused (a type the source cannot take, a limit); the
+  view gives the draft back and says why.
 * **Older kernels.** A view still shows a notebook saved by an older nbstream,
   whose state held the whole conversation in one ``conversation`` list, and
   its ``delta`` custom messages (:class:`DeltaMsg`); a kernel of this version
@@ -79,21 +115,46 @@ Direction rules (who may send what, how often, and why):
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+import sys
+from typing import Annotated, Any, Literal, TypedDict
 
-from ..core.pieces import FINAL_STATUSES, FinishReason, PartType, Status
+from msgspec import Meta
 
-__all__ = ["FINAL_STATUSES", "Status"]  # re-exported: the wire carries them
+from ..core.attachment import AttachmentKind
+from ..core.pieces import FINAL_STATUSES, PART_TYPES, FinishReason, PartType, Status
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # pragma: no cover
+    from typing_extensions import NotRequired
+
+__all__ = ["FINAL_STATUSES", "PART_TYPES", "Status"]  # re-exported: the wire carries them
 
 Role = Literal["user", "assistant", "system"]
 
+#: How the view lays the conversation out (the ``mode`` trait): ``chat`` (a
+#: conversation with an input box: ChatWidget), ``stream`` (an optional prompt
+#: and one answer, no input box: StreamView, stream()), ``compare`` (one column
+#: per pane, one shared input box: Compare).
+Mode = Literal["chat", "stream", "compare"]
 
 #: What one delta appends: a string (all answer text) or ``[[type, text], ...]``.
 DeltaBody = str | list[list[str]]
 
+#: bounds on what a view message may carry (a message beyond one is refused)
+MAX_VIEW_TEXT = 1_000_000
+MAX_VIEW_ID = 256
+MAX_SEQ = 1 << 53
+MAX_RENDER_MS = 3_600_000.0
+
+#: a message id, as a view names it
+ViewId = Annotated[str, Meta(max_length=MAX_VIEW_ID)]
+#: text a person typed in the view
+ViewText = Annotated[str, Meta(max_length=MAX_VIEW_TEXT)]
+
 
 class LoadingMeta(TypedDict):
-    """What a loading reply waits for, as its source last said (see ``loading.py``)."""
+    """What a loading reply waits for, as its source last said (see ``core/loading.py``)."""
 
     #: one short line: "preparing the model (first run, once)", "loading model"
     text: str
@@ -102,13 +163,25 @@ class LoadingMeta(TypedDict):
 
 
 # ---------------------------------------------------------------- attachments (#21)
-class PreviewMeta(TypedDict):
-    """Where the view finds an attachment's preview image: the state key ``key``
-    (``m<i>.a<k>``, a binary buffer) holding a ``mime`` image of ``width`` by
-    ``height`` pixels."""
+#: the most bytes the buffers of one Send may carry together: Jupyter's server closes a
+#: websocket whose message passes 10 MiB (tornado's ``websocket_max_message_size``). The
+#: view keeps under it; the kernel refuses more, saying why (:class:`RefusedMsg`)
+MAX_UPLOAD_BYTES = 8 << 20
+#: the most attachments one Send may name (a widget's own, lower limit,
+#: ``AttachmentLimits.max_count``, is checked after, and refused with the reason)
+MAX_UPLOAD_COUNT = 1000
+#: the longest attachment name a Send may carry
+MAX_UPLOAD_NAME = 1000
 
+
+class PreviewMeta(TypedDict):
+    """Where the view finds an attachment's preview image: a binary state key."""
+
+    #: the state key holding its bytes (``m<i>.a<k>``, see :func:`preview_key`)
     key: str
+    #: ``image/png``, ``image/jpeg`` or ``image/svg+xml`` (shown as an image only)
     mime: str
+    #: its size in pixels
     width: int
     height: int
 
@@ -135,29 +208,37 @@ class AttachmentMeta(AttachmentMetaExtras):
     mime: str
     #: bytes of the content the model is given
     size: int
-    #: how a model is given it: "image", "text" or "file"
-    kind: str
+    #: how a model is given it
+    kind: AttachmentKind
 
 
 class AttachmentPolicy(TypedDict):
     """The ``attachment_policy`` trait: what the view lets the user attach (the
-    kernel checks it all again). ``accepts``: MIME patterns, one list per source;
-    an attachment must match a pattern of each (texts also match ``text/*``)."""
+    kernel checks it all again)."""
 
+    #: MIME patterns, one list per source: an attachment must match a pattern of
+    #: each (a text also matches ``text/*``); ``[]``: the widget takes none
     accepts: list[list[str]]
+    #: attachments per message
     max_count: int
+    #: bytes per attachment
     max_bytes: int
+    #: bytes per message (at most :data:`MAX_UPLOAD_BYTES`)
     max_message_bytes: int
+    #: bytes of the whole conversation's attachments
     max_chat_bytes: int
+    #: images larger than this (pixels, longer side) are downscaled before they are sent
     max_image_side: int
 
 
 class SendAttachment(TypedDict):
-    """One attachment of a :class:`SendMsg`; its bytes are the message's buffer of
+    """One attachment of a :class:`SendMsg`: its bytes are the message's buffer of
     the same position."""
 
-    name: str
-    size: int
+    #: the file's name (hostile input: the kernel keeps its last part, cleaned)
+    name: Annotated[str, Meta(min_length=1, max_length=MAX_UPLOAD_NAME)]
+    #: the length of its buffer, bytes
+    size: Annotated[int, Meta(ge=0)]
 
 
 class RefusedMsg(TypedDict):
@@ -168,6 +249,8 @@ class RefusedMsg(TypedDict):
     kind: Literal["refused"]
     draft: int
     reason: str
+
+
 # ------------------------------------------------------------ end of attachments
 
 
@@ -184,10 +267,10 @@ class MessageMetaExtras(TypedDict, total=False):
     #: why a finished reply ended (see :data:`~nbstream.core.pieces.FinishReason`); null:
     #: the source's stream ended with no end marker. Absent while it runs.
     finish_reason: FinishReason | None
-    #: one-line error for ``error`` / ``timeout``
-    error: str
-    #: optional details (traceback) shown on demand
-    detail: str
+    #: one-line error for ``error`` / ``timeout`` (absent or null: none)
+    error: str | None
+    #: optional details (traceback) shown on demand (absent or null: none)
+    detail: str | None
     #: the message this one follows (null: a first message). Messages with the same
     #: parent are alternatives (an edited question, a regenerated answer); absent in
     #: states saved by older versions, whose messages follow each other in id order
@@ -223,6 +306,9 @@ class MessageStateExtras(TypedDict, total=False):
     finish_reason: FinishReason | None
     #: the message this one follows (None: a first message)
     parent: str | None
+    #: while ``loading``: what the source waits for (the view's copy of its meta's;
+    #: ``StreamingWidget.conversation`` leaves it out)
+    progress: LoadingMeta
     #: the generation options in force (see :class:`MessageMetaExtras`)
     options: dict[str, Any]
 
@@ -249,37 +335,40 @@ class MessageState(MessageStateExtras):
 
 
 class DeltaMsg(TypedDict):
-    """Older kernels -> view: ``text`` is appended to message ``id``."""
+    """Older kernels -> view: ``text`` (and ``reasoning``) is appended to message ``id``."""
 
     kind: Literal["delta"]
     id: str
     seq: int
+    #: the answer text it appends
     text: str
+    #: the reasoning it appends (absent: none)
+    reasoning: NotRequired[str]
 
 
 class SendMsgExtras(TypedDict, total=False):
     """Keys a :class:`SendMsg` carries only where they apply."""
 
-    #: its attachments, whose bytes are the message's buffers, in order (#21)
-    attachments: list[SendAttachment]
+    #: its attachments (#21), in the order of the message's buffers (their bytes)
+    attachments: Annotated[list[SendAttachment], Meta(max_length=MAX_UPLOAD_COUNT)]
     #: the view's number for this Send, named again by a :class:`RefusedMsg`
-    draft: int
+    draft: Annotated[int, Meta(ge=0, le=MAX_SEQ)]
 
 
 class SendMsg(SendMsgExtras):
     """View -> kernel: the user sent a prompt."""
 
     kind: Literal["send"]
-    text: str
+    text: ViewText
 
 
-class StopMsg(TypedDict, total=False):
+class StopMsg(TypedDict):
     """View -> kernel: stop the reply ``id``, or ``Compare``'s pane ``pane``, or (with
     neither) whatever runs."""
 
     kind: Literal["stop"]
-    id: str
-    pane: int
+    id: NotRequired[ViewId]
+    pane: NotRequired[Annotated[int, Meta(ge=0)]]
 
 
 class RegenerateMsg(TypedDict):
@@ -299,7 +388,7 @@ class ContinueMsg(TypedDict):
     """View -> kernel: ask the model to go on from the reply ``id`` (cut at the limit)."""
 
     kind: Literal["continue"]
-    id: str
+    id: ViewId
 
 
 class SwitchMsg(TypedDict):
@@ -307,7 +396,7 @@ class SwitchMsg(TypedDict):
     at its place)."""
 
     kind: Literal["switch"]
-    id: str
+    id: ViewId
 
 
 class EditMsg(TypedDict):
@@ -315,8 +404,8 @@ class EditMsg(TypedDict):
     alternative to it, answered (the old one and what followed it stay)."""
 
     kind: Literal["edit"]
-    id: str
-    text: str
+    id: ViewId
+    text: ViewText
 
 
 class SystemPromptMsg(TypedDict):
@@ -324,7 +413,7 @@ class SystemPromptMsg(TypedDict):
     to the next question (``ChatWidget``)."""
 
     kind: Literal["system_prompt"]
-    text: str
+    text: ViewText
 
 
 class HelloMsg(TypedDict):
@@ -337,30 +426,104 @@ class ResyncMsg(TypedDict):
     """View -> kernel: a delta of message ``id`` is missing after ``have``."""
 
     kind: Literal["resync"]
-    id: str
-    have: int
+    id: ViewId
+    #: the number of the last delta the view applied (absent: 0)
+    have: NotRequired[Annotated[int, Meta(ge=0, le=MAX_SEQ)]]
 
 
 class AckMsg(TypedDict):
     """View -> kernel: delta ``seq`` of ``id`` was rendered, taking ``render_ms``."""
 
     kind: Literal["ack"]
-    id: str
-    seq: int
-    render_ms: float
+    id: ViewId
+    seq: Annotated[int, Meta(ge=1, le=MAX_SEQ)]
+    #: the mean DOM time of the view's frames since its last ack (absent: 0)
+    render_ms: NotRequired[Annotated[float, Meta(ge=0, le=MAX_RENDER_MS)]]
 
 
+#: Every message a view sends; each is told apart by its ``kind``.
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
            | SwitchMsg | EditMsg | HelloMsg | ResyncMsg | AckMsg)
 
+
+class PaneInfo(TypedDict):
+    """One pane of a ``Compare`` widget (an entry of the ``panes`` trait)."""
+
+    label: str
+
+
+class ViewDebug(TypedDict, total=False):
+    """Debugging switches of a widget's views (its ``debug`` trait), each absent as
+    shipped. Benchmarks set them to measure the previous ways side by side with
+    the shipped ones (``benchmarks/browser_*.py``); a view reads them when it
+    renders. A new switch is one more field here (and its use in the view)."""
+
+    #: ``"full"``: re-render an answer's whole Markdown each frame (the naive way),
+    #: instead of only its open block (``"incremental"``)
+    markdown: Literal["incremental", "full"]
+    #: ``"every-frame"``: acknowledge every frame that rendered deltas (the previous
+    #: way) instead of sparse rounds (``"sparse"``, js/src/frame.ts)
+    acks: Literal["sparse", "every-frame"]
+    #: the least time between two rounds of acks, ms (an experiment; the shipped gap
+    #: is js/src/frame.ts ACK_GAP_MS)
+    ack_gap_ms: Annotated[float, Meta(ge=0, le=60_000)]
+    #: ``"at-once"``: let a Markdown block skip layout in the frame it was first laid
+    #: out (the previous way), instead of in batches (``"batched"``, js/src/sized.ts)
+    sized: Literal["batched", "at-once"]
+
+
+class ViewTraits(TypedDict):
+    """The synced traits a view reads (any of them may be absent), besides the
+    per-message keys ``m<i>``, ``m<i>.<s>`` and ``m<i>.a<k>``."""
+
+    #: older kernels' whole conversation (:data:`STATE_TRAIT`)
+    conversation: list[MessageState]
+    #: :data:`LAST_ID_KEY`
+    last_id: int
+    #: :data:`LIVE_KEY`
+    live: dict[str, int]
+    #: :data:`REMOVED_KEY`
+    removed: int
+    #: :data:`CURRENT_KEY`
+    current: str | None
+    #: one of :data:`Mode`; a view lays an unknown one out as a chat
+    mode: str
+    title: str
+    placeholder: str
+    source_label: str
+    panes: list[PaneInfo]
+    #: the system prompt (null: none)
+    system_prompt: str | None
+    #: debugging switches (:class:`ViewDebug`); ``{}`` as shipped
+    debug: ViewDebug
+    #: what the user may attach (:class:`AttachmentPolicy`); ``{}``: a widget with no
+    #: input box
+    attachment_policy: AttachmentPolicy
+
+
+#: older kernels' trait that held the whole conversation (a list of :class:`MessageState`)
+STATE_TRAIT = "conversation"
 #: the keys of the widget's state that are not per message
 LAST_ID_KEY = "last_id"
 #: the last message of the branch shown (absent in older states: every message shows)
 CURRENT_KEY = "current"
 LIVE_KEY = "live"
 REMOVED_KEY = "removed"
-#: what travels in the parts of a message
-PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer")
+
+#: what ``scripts/gen_protocol.py`` writes to ``js/src/protocol.gen.ts``: these types
+#: (and every type they name) ...
+GENERATED: tuple[Any, ...] = (
+    Status, FinishReason, PartType, Role, Mode, DeltaBody, LoadingMeta, MessageMeta,
+    MessageState, DeltaMsg, SendMsg, StopMsg, RegenerateMsg, ClearMsg, ContinueMsg,
+    SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ResyncMsg, AckMsg, ViewMsg, PaneInfo,
+    ViewDebug, ViewTraits, AttachmentKind, PreviewMeta, AttachmentMeta, AttachmentPolicy,
+    SendAttachment, RefusedMsg,
+)
+#: ... and these constants
+GENERATED_CONSTANTS = ("FINAL_STATUSES", "PART_TYPES", "STATE_TRAIT", "LAST_ID_KEY",
+                       "CURRENT_KEY", "LIVE_KEY", "REMOVED_KEY", "MAX_VIEW_TEXT",
+                       "MAX_VIEW_ID", "MAX_SEQ", "MAX_RENDER_MS", "MAX_UPLOAD_BYTES",
+                       "MAX_UPLOAD_COUNT", "MAX_UPLOAD_NAME")
 
 
 def meta_key(number: int) -> str:
@@ -371,3 +534,8 @@ def meta_key(number: int) -> str:
 def delta_key(message_id: str, seq: int) -> str:
     """The state key of delta ``seq`` of message ``message_id``."""
     return f"{message_id}.{seq}"
+
+
+def preview_key(message_id: str, k: int) -> str:
+    """The state key of the preview of attachment ``k`` (from 1) of message ``message_id``."""
+    return f"{message_id}.a{k}"

@@ -17,10 +17,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Iterable, Sequence
 from typing import Any
 
-from ..checks import check_messages, check_prompt, check_system_prompt, check_title, short
+from ..checks import check_messages, check_prompt, check_system_prompt, check_title
 from ..core.trace import Trace
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import ChatMessage, Source
+from ..sources.base import ChatMessage, Source, check_source
 from ..sources.iterator import IteratorSource, given_name
 from .attachments import attached_for
 from .reply import Reply
@@ -53,10 +53,8 @@ def as_source(obj: Any, where: str = "stream") -> Source:
 
         once.__name__ = once.__qualname__ = type(obj).__name__
         return IteratorSource(once, label=label)
-    hint = "; wrap a function in IteratorSource" if callable(obj) else ""
-    raise TypeError(f"{where}(source=...) cannot stream a {type(obj).__name__} "
-                    f"{short(obj)}: pass a Source, an iterable or an async iterable of "
-                    f"str{hint}")
+    return check_source(obj, f"{where}(source=...)",
+                        also=", an iterable or an async iterable of str")
 
 
 def _execution_count() -> int | None:

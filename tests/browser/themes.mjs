@@ -5,11 +5,10 @@
 // the cell's width, and how it fits a narrow cell.
 // params: { lab_notebook, nb7_notebook, label }
 // Screenshots: <artifact>-<app>-<label>.png (page) and -widget.png (the widget).
-import { SEL, waitForChat } from './chat.mjs';
+import { SEL, waitForChat, FINAL_STATUSES as FINAL } from './chat.mjs';
 import { ARTIFACTS, ARTIFACT, openNotebook, runAllCells, runFirstCellInNotebook7, scenario } from './lab.mjs';
 import path from 'node:path';
 
-const FINAL = ['done', 'stopped', 'error', 'timeout'];
 
 /** Wait until the first widget's replies are final and its code is highlighted. */
 async function waitRendered(page) {

@@ -64,7 +64,7 @@ from ...core.loading import report_loading
 from ...core.pieces import FinishReason, Outcome
 from ..base import ChatMessage, Emit, Source, ToolSchema
 from ..content_parts import user_text
-from ..think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
+from ..think import CLOSE, OPEN, ThinkSplitter, ThinkTags, check_think_options, splitting
 from ..toolcalls import CallIds, check_tool_request, template_messages
 from . import devices, openmp, vision
 from .detok import IncrementalDecoder
@@ -371,12 +371,8 @@ class TransformersSource(Source):
     ) -> None:
         if "streamer" in generate_kwargs:
             raise TypeError("TransformersSource brings its own streamer; do not pass streamer=")
-        if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, dict):
-            raise TypeError("chat_template_kwargs must be a dict, such as "
-                            "{'enable_thinking': False}")
-        if not (think_tags is None or isinstance(think_tags, bool) or think_tags == "opened"):
-            raise ValueError(f"think_tags must be True, False, None or 'opened', "
-                             f"got {think_tags!r}")
+        think_tags, template_kwargs = check_think_options(think_tags, chat_template_kwargs,
+                                                          where="TransformersSource")
         if cpu_threads is not None and (
             isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 1
         ):
@@ -390,7 +386,7 @@ class TransformersSource(Source):
         self.cpu_threads = cpu_threads
         self.system_prompt = system_prompt
         self.warmup = warmup
-        self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
+        self.chat_template_kwargs: dict[str, Any] = template_kwargs
         self.think_tags: ThinkTags = think_tags
         self.generate_kwargs = generate_kwargs
         self.last_token_ids: list[int] = []
