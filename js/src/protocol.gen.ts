@@ -177,7 +177,8 @@ export interface PreviewMeta {
    */
   key: string;
   /**
-   * `image/png`, `image/jpeg` or `image/svg+xml` (shown as an image only)
+   * its image type: PNG or JPEG as the kernel made it (without Pillow, the image's own
+   * PNG, JPEG, WebP or GIF), or an SVG's markup; a view shows it as an image only
    */
   mime: string;
   /**

@@ -179,7 +179,8 @@ class PreviewMeta(TypedDict):
 
     #: the state key holding its bytes (``m<i>.a<k>``, see :func:`preview_key`)
     key: str
-    #: ``image/png``, ``image/jpeg`` or ``image/svg+xml`` (shown as an image only)
+    #: its image type: PNG or JPEG as the kernel made it (without Pillow, the image's own
+    #: PNG, JPEG, WebP or GIF), or an SVG's markup; a view shows it as an image only
     mime: str
     #: its size in pixels
     width: int
