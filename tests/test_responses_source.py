@@ -153,9 +153,11 @@ def test_failures_are_clear_errors_that_keep_the_text(fake: ServerProcess, name:
 
 def test_a_stream_that_ends_without_a_terminal_event_did_not_finish(
         fake: ServerProcess) -> None:
-    pieces, outcome = run(transcript(fake, "responses_cut"))
-    assert text(pieces) == ("User asks 2+2.", "2 + 2 = 4.")
-    assert outcome.finish_reason is None
+    pieces: list[Any] = []
+    with pytest.raises(SourceError, match=r"no response\.completed or response\.incomplete: "
+                                          r"the answer is incomplete"):
+        transcript(fake, "responses_cut").generate(HI, pieces.append, threading.Event())
+    assert text(pieces) == ("User asks 2+2.", "2 + 2 = 4.")  # what came is kept
 
 
 # ------------------------------------------------------------------- requests

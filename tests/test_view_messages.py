@@ -132,7 +132,8 @@ def test_each_kind_a_view_sends_is_declared_and_parsed_to_its_type() -> None:
         "switch": {"kind": "switch", "id": "m1"},
         "edit": {"kind": "edit", "id": "m1", "text": "again"},
         "system_prompt": {"kind": "system_prompt", "text": ""},
-        "hello": {"kind": "hello"},
+        "hello": {"kind": "hello", "view": "v1"},
+        "bye": {"kind": "bye", "view": "v1"},
         "resync": {"kind": "resync", "id": "m2", "have": 3},
         "ack": {"kind": "ack", "id": "m2", "seq": 4, "render_ms": 2},
     }
@@ -153,7 +154,7 @@ json_values = st.recursive(
                                                                 max_size=4),
     max_leaves=12,
 )
-kinds = st.sampled_from(["hello", "resync", "ack", "send", "stop", "clear", "regenerate",
+kinds = st.sampled_from(["hello", "bye", "resync", "ack", "send", "stop", "clear", "regenerate",
                          "switch", "edit", "delta", "Send", ""]) | st.text(max_size=10) | json_values
 view_messages = st.one_of(
     json_values,
@@ -165,6 +166,7 @@ view_messages = st.one_of(
             "render_ms": st.floats() | json_values,
             "text": st.text(max_size=30) | json_values,
             "pane": st.integers() | json_values,
+            "view": st.sampled_from(["v1", "v2", ""]) | json_values,
         },
     ),
 )

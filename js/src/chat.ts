@@ -24,6 +24,7 @@ import { toPolicy } from "./attachments";
 import { visibleBranch } from "./branches";
 import { type Changes, Conversation } from "./buffer";
 import { CompareView, paneOf } from "./compare";
+import { Connection, type KernelLike } from "./connection";
 import {
   browserScheduler,
   type Counters,
@@ -39,6 +40,7 @@ import {
   FINAL_STATUSES,
   isDeltaMsg,
   isRefusedMsg,
+  isWelcomeMsg,
   STATE_TRAIT,
   toMode,
   toPanes,
@@ -110,6 +112,8 @@ export function mountChat(
   const now = options.now ?? (() => performance.now());
   const idle = options.idle === undefined ? browserIdle(win) : options.idle;
   const counters = newCounters();
+  /** this view's id in its hello and bye (the kernel counts the views on the page) */
+  const viewId = `v${Math.random().toString(36).slice(2, 12)}${Date.now().toString(36)}`;
   const conversation = new Conversation();
   /** a message to the kernel (a Send's attachments: their bytes as its buffers, in order) */
   const send = (msg: ViewMsg, buffers?: ArrayBuffer[]): void =>
@@ -179,8 +183,9 @@ export function mountChat(
     const all = conversation.list();
     const activePanes = new Set<number>();
     let active = false;
+    const connected = connection.state !== "lost"; // nothing runs without a kernel
     for (const e of all) {
-      if (e.role !== "user" && !FINAL_STATUSES.has(e.status)) {
+      if (connected && e.role !== "user" && !FINAL_STATUSES.has(e.status)) {
         active = true;
         const pane = paneOf(e);
         if (pane !== null) {
@@ -223,6 +228,7 @@ export function mountChat(
     }
     branchDirty = false;
     view.paint(changes, summary(), t, announce);
+    connection.setActive(live(null));
     return changes.acks;
   };
   const loop = new FrameLoop({
@@ -237,6 +243,7 @@ export function mountChat(
   const keys = new KeyReader(model as unknown as KeyModel, conversation);
   /** Any change of the model: read the per-message keys (cheap: only what can have changed). */
   const onChange = (): void => {
+    connection.heard(); // (only a kernel changes the model)
     if (!keys.present()) {
       return;
     }
@@ -259,6 +266,10 @@ export function mountChat(
     }
   };
   const onCustom = (content: unknown): void => {
+    if (isWelcomeMsg(content)) {
+      connection.heard();
+      return;
+    }
     if (isRefusedMsg(content)) {
       view.refused(content.draft, content.reason);
       return;
@@ -286,7 +297,38 @@ export function mountChat(
   };
   const onPolicy = (): void => view.setAttachmentPolicy(toPolicy(model.get("attachment_policy")));
 
+  const wm = model.widget_manager as unknown as {
+    kernel?: KernelLike | null;
+    get_model?: (id: string) => Promise<{ comm_live?: unknown }> | undefined;
+  };
+  /** the jupyter-widgets model behind the proxy anywidget hands us, once found (its
+   * `comm_live` says whether a kernel knows this widget); null: none, or not yet */
+  let backing: { comm_live?: unknown } | null = null;
+  const ref = model.get("_model_ref");
+  if (typeof ref === "string" && ref !== "" && typeof wm.get_model === "function") {
+    Promise.resolve(wm.get_model(ref))
+      .then((m) => {
+        backing = m ?? null;
+        connection.linkChanged();
+      })
+      .catch(() => undefined); // a front end that does not know it: messages decide
+  }
+  const connection: Connection = new Connection({
+    hello: () => send({ kind: "hello", view: viewId }),
+    kernel: wm.kernel ?? null,
+    commLive: () =>
+      backing !== null && typeof backing.comm_live === "boolean" ? backing.comm_live : null,
+    now,
+    onChange: (state, reason) => {
+      const t = now();
+      view.setConnection(state, reason, t);
+      view.paint({ order: null, messages: [], acks: [] }, summary(), t, false);
+    },
+  });
+  const onCommLive = (): void => connection.linkChanged();
+
   model.on("change", onChange);
+  model.on("comm_live_update", onCommLive);
   model.on(`change:${STATE_TRAIT}`, onState);
   model.on("msg:custom", onCustom);
   model.on("change:title", onTitle);
@@ -315,10 +357,21 @@ export function mountChat(
     conversation.applyState(model.get(STATE_TRAIT));
   }
   render(now(), false);
-  send({ kind: "hello" });
+  connection.hello();
 
   return () => {
+    // removed from the page (a cleared output, a cell run again): the kernel stops what
+    // no view watches any more, unless another view of the widget remains or comes
+    // back. (A closed notebook tab cannot tell it: JupyterLab disposes the page's
+    // kernel connection before the views, and a send then throws.)
+    try {
+      send({ kind: "bye", view: viewId });
+    } catch {
+      // no connection left to say it on
+    }
     model.off("change", onChange);
+    model.off("comm_live_update", onCommLive);
+    connection.dispose();
     model.off(`change:${STATE_TRAIT}`, onState);
     model.off("msg:custom", onCustom);
     model.off("change:title", onTitle);

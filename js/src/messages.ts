@@ -63,6 +63,9 @@ export interface ListOptions {
   canEdit?: boolean;
 }
 
+/** The status line of a message that was live when its kernel went away. */
+export const DISCONNECTED_LABEL = "cut off: not connected to the kernel";
+
 /** The live rate in a status line changes at most this often (ms). */
 const RATE_EVERY_MS = 500;
 
@@ -139,6 +142,9 @@ export class MessageList {
   private readonly fresh = new Set<string>();
   /** a question's attachments (thumbnails, file chips) */
   private readonly attachments: MessageAttachments;
+  /** whether the widget is connected to a kernel (connection.ts): when not, a live
+   * message is shown as cut off, not as streaming */
+  private connected = true;
 
   constructor(
     doc: Document,
@@ -154,6 +160,22 @@ export class MessageList {
     const jump = makeButton(doc, "nbs-jump", "Jump to latest ↓", "Jump to the latest message");
     this.el.append(this.list, jump);
     this.scroll = new ScrollFollower(this.list, jump, options.signal);
+  }
+
+  /**
+   * The widget's kernel is (or no longer is) connected: every message still live
+   * says so on its status line, keeping its text (see connection.ts). `now`: ms.
+   */
+  setConnected(connected: boolean, now: number): void {
+    if (this.connected === connected) {
+      return;
+    }
+    this.connected = connected;
+    for (const node of this.nodes.values()) {
+      if (node.entry !== null && !FINAL_STATUSES.has(node.entry.status)) {
+        this.updateChrome(node, node.entry, now);
+      }
+    }
   }
 
   /** The message as last painted, if this list shows it. */
@@ -457,10 +479,13 @@ export class MessageList {
     if (node.copy !== null && node.copy.hidden !== (e.text === "")) {
       node.copy.hidden = e.text === "";
     }
-    if (node.shownStatus !== e.status) {
-      node.shownStatus = e.status;
+    const cut = !this.connected && !FINAL_STATUSES.has(e.status);
+    const shown = cut ? `${e.status}-disconnected` : e.status;
+    if (node.shownStatus !== shown) {
+      node.shownStatus = shown;
       node.el.dataset.status = e.status;
-      if (e.status === "queued" || e.status === "loading" || e.status === "running") {
+      node.el.classList.toggle("nbs-disconnected", cut);
+      if (!cut && (e.status === "queued" || e.status === "loading" || e.status === "running")) {
         node.el.setAttribute("aria-busy", "true");
       } else {
         node.el.removeAttribute("aria-busy");
@@ -472,7 +497,9 @@ export class MessageList {
       node.shownRate = node.rate.perSecond();
       node.rateAt = now;
     }
-    const label = statusLabel(e, e.status === "running" ? node.shownRate : null);
+    const label = cut
+      ? DISCONNECTED_LABEL
+      : statusLabel(e, e.status === "running" ? node.shownRate : null);
     if (node.shownLabel !== label) {
       node.shownLabel = label;
       node.status.textContent = label;
@@ -504,7 +531,7 @@ export class MessageList {
       }
     }
     this.updateFooter(node);
-    const waiting = isWaiting(e);
+    const waiting = !cut && isWaiting(e);
     if (node.shownWaiting !== waiting) {
       node.shownWaiting = waiting;
       node.status.classList.toggle("nbs-waiting", waiting);

@@ -59,6 +59,7 @@ export type ViewMsg =
   | SwitchMsg
   | EditMsg
   | HelloMsg
+  | ByeMsg
   | ResyncMsg
   | AckMsg;
 
@@ -351,10 +352,34 @@ export interface SystemPromptMsg {
   text: string;
 }
 /**
- * View -> kernel: a view was rendered; bring it up to date.
+ * View -> kernel: a view was rendered (or its link came back, or it wonders whether
+ * the kernel still hears it); bring it up to date and answer (`WelcomeMsg`).
  */
 export interface HelloMsg {
   kind: "hello";
+  /**
+   * the view's own id (random, one per rendered view), which its `ByeMsg` repeats
+   */
+  view?: string;
+}
+/**
+ * View -> kernel: the view `view` was removed from the page (its notebook tab
+ * closed, its output cleared). When the widget's last view says bye and no other says
+ * hello within `VIEW_GONE_GRACE` seconds, its running replies are stopped: nobody
+ * watches them, and a server should not go on generating for nobody.
+ */
+export interface ByeMsg {
+  kind: "bye";
+  view: string;
+}
+/**
+ * Kernel -> view, a custom message: the answer to a `HelloMsg`, sent by the
+ * pump after the state it brought. A view that sent hello and hears nothing back
+ * while the kernel is idle is not connected (the kernel restarted, or a notebook was
+ * reopened with a kernel that never knew this widget).
+ */
+export interface WelcomeMsg {
+  kind: "welcome";
 }
 /**
  * View -> kernel: a delta of message `id` is missing after `have`.
@@ -456,6 +481,11 @@ export interface ViewTraits {
    * debugging switches (`ViewDebug`); `{}` as shipped
    */
   debug: ViewDebug;
+  /**
+   * the widget's own model id (its comm's id): a view finds its jupyter-widgets model
+   * with it, to read whether the model is connected (js/src/connection.ts)
+   */
+  _model_ref: string;
   /**
    * what the user may attach (`AttachmentPolicy`); `{}`: a widget with no
    * input box

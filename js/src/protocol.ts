@@ -48,6 +48,7 @@ import type {
   Status,
   ViewDebug,
   ViewTraits,
+  WelcomeMsg,
 } from "./protocol.gen";
 import { FINAL_STATUSES as FINAL_STATUS_LIST } from "./protocol.gen";
 
@@ -56,6 +57,7 @@ export type {
   AttachmentKind,
   AttachmentMeta,
   AttachmentPolicy,
+  ByeMsg,
   ClearMsg,
   ContinueMsg,
   DeltaBody,
@@ -83,6 +85,7 @@ export type {
   ViewDebug,
   ViewMsg,
   ViewTraits,
+  WelcomeMsg,
 } from "./protocol.gen";
 export {
   CURRENT_KEY,
@@ -126,6 +129,11 @@ export function isRefusedMsg(x: unknown): x is RefusedMsg {
     Number.isInteger(x.draft) &&
     typeof x.reason === "string"
   );
+}
+
+/** Whether a custom message from the kernel is a {@link WelcomeMsg} (connection.ts). */
+export function isWelcomeMsg(x: unknown): x is WelcomeMsg {
+  return isRecord(x) && x.kind === "welcome";
 }
 
 /** A well-formed delta, or false for anything else the kernel might send. */

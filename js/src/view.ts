@@ -37,6 +37,7 @@
 import type { Siblings } from "./branches";
 import type { Changes, Entry, MessageChange } from "./buffer";
 import { Composer } from "./composer";
+import { type ConnectionState, type LostReason, lostMessage } from "./connection";
 import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { AttachmentPolicy, PaneInfo, SendAttachment } from "./protocol";
@@ -117,10 +118,34 @@ export interface WidgetView {
   setAttachmentPolicy(policy: AttachmentPolicy | null): void;
   /** The kernel refused the Send `draft` (its attachments): give it back, say `reason`. */
   refused(draft: number, reason: string): void;
+  /**
+   * Whether the widget is connected to a kernel (connection.ts). When it is not, the
+   * view says so, shows live messages as cut off and offers nothing that asks the
+   * kernel (the next paint keeps those controls disabled). `now`: ms, monotonic.
+   */
+  setConnection(state: ConnectionState, reason: LostReason | null, now: number): void;
   /** Removes the view's DOM listeners, timers and pending highlighting. */
   dispose(): void;
   /** Highlights the queued code blocks now (tests). */
   flushHighlighting(): void;
+}
+
+/** Buttons that only work in this page (copying): everything else asks the kernel. */
+const LOCAL_BUTTONS = [
+  "nbs-copy-all",
+  "nbs-copy-msg",
+  "nbs-copy-code",
+  "nbs-copy-reasoning",
+  "nbs-img",
+  "nbs-jump",
+  "nbs-reasoning-toggle",
+  "nbs-system-toggle",
+  "nbs-att-thumb", // shows an attachment's preview larger
+  "nbs-attach-remove", // takes a file off the tray before sending
+];
+
+function asksTheKernel(b: HTMLButtonElement): boolean {
+  return !LOCAL_BUTTONS.some((c) => b.classList.contains(c));
 }
 
 /** How long a copy button says "Copied" (ms). */
@@ -176,6 +201,10 @@ export abstract class BaseView implements WidgetView {
   /** Sends go out in order, each after its files were read */
   private sending: Promise<void> = Promise.resolve();
   private inFlight = 0;
+  /** whether a kernel hears this widget (see {@link WidgetView.setConnection}) */
+  protected connected = true;
+  /** `div.nbs-offline`, made when the widget first loses its kernel */
+  private offline: HTMLElement | null = null;
 
   constructor(
     doc: Document,
@@ -220,6 +249,41 @@ export abstract class BaseView implements WidgetView {
   setPanes(_panes: readonly PaneInfo[]): void {}
 
   setSiblings(_siblings: ReadonlyMap<string, Siblings>): void {}
+
+  setConnection(state: ConnectionState, reason: LostReason | null, now: number): void {
+    this.root.dataset.connection = state;
+    const connected = state !== "lost";
+    if (!connected) {
+      if (this.offline === null) {
+        this.offline = this.make("div", "nbs-offline");
+        this.offline.setAttribute("role", "note");
+        this.header.after(this.offline);
+      }
+      const text = lostMessage(reason);
+      if (this.offline.textContent !== text) {
+        this.offline.textContent = text;
+        this.announce(text);
+      }
+    }
+    if (this.offline !== null) {
+      this.setHidden(this.offline, connected);
+    }
+    if (connected === this.connected) {
+      return;
+    }
+    this.connected = connected;
+    for (const list of this.lists) {
+      list.setConnected(connected, now);
+    }
+    for (const input of this.root.querySelectorAll<HTMLTextAreaElement>("textarea.nbs-input")) {
+      input.disabled = !connected;
+    }
+    for (const b of this.root.querySelectorAll<HTMLButtonElement>("button")) {
+      if (asksTheKernel(b)) {
+        this.setDisabled(b, b.disabled);
+      }
+    }
+  }
 
   /** chat: the user asked to edit the question `id` */
   protected startEdit(_id: string): void {}
@@ -367,9 +431,11 @@ export abstract class BaseView implements WidgetView {
     return makeButton(this.doc, className, text, label);
   }
 
+  /** Sets `b.disabled`; a control that asks the kernel stays disabled while not connected. */
   protected setDisabled(b: HTMLButtonElement, disabled: boolean): void {
-    if (b.disabled !== disabled) {
-      b.disabled = disabled;
+    const d = disabled || (!this.connected && asksTheKernel(b));
+    if (b.disabled !== d) {
+      b.disabled = d;
     }
   }
 

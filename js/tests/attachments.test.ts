@@ -186,8 +186,20 @@ describe("a question's attachments in a message", () => {
     expect((window as unknown as Record<string, unknown>).__nbsCanary).toBeUndefined();
   });
 
-  it("come from the message's keys through the whole view", () => {
+  it("come from the message's keys through the whole view, and stay usable without a kernel", () => {
     const model = new FakeModel();
+    const slots = new Set<(sender: unknown, status: string) => void>();
+    const signal = <T>() => ({ connect: () => true, disconnect: () => true }) as unknown as T;
+    const kernel = {
+      status: "idle",
+      statusChanged: {
+        connect: (slot: (sender: unknown, status: string) => void) => slots.add(slot) !== null,
+        disconnect: (slot: (sender: unknown, status: string) => void) => slots.delete(slot),
+      },
+      connectionStatusChanged: signal<never>(),
+      disposed: signal<never>(),
+    };
+    (model.widget_manager as Record<string, unknown>).kernel = kernel;
     const el = document.createElement("div");
     document.body.append(el);
     const frames = new FakeFrames();
@@ -217,6 +229,17 @@ describe("a question's attachments in a message", () => {
     const img = el.querySelector<HTMLImageElement>('.nbs-message[data-id="m1"] img.nbs-att-img');
     expect(img?.getAttribute("src")).toMatch(/^data:image\/png;base64,iVBORw0KGgo/);
     expect(img?.alt).toBe("shot.png");
+    // the kernel goes away (a saved notebook reopened, a restart): what asks the kernel is
+    // disabled, but a thumbnail still shows larger (it is this page's alone)
+    kernel.status = "dead";
+    for (const slot of slots) slot(null, "dead");
+    frames.frame();
+    expect(el.querySelector(".nbs-chat")?.getAttribute("data-connection")).toBe("lost");
+    expect(el.querySelector<HTMLButtonElement>("button.nbs-send")?.disabled).toBe(true);
+    const thumb = el.querySelector<HTMLButtonElement>("button.nbs-att-thumb");
+    expect(thumb?.disabled).toBe(false);
+    thumb?.click();
+    expect(thumb?.getAttribute("aria-expanded")).toBe("true");
   });
 });
 

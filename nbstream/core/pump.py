@@ -84,7 +84,8 @@ DEFAULT_CEILING = 0.25
 #: acks are not coming (the kernel's main thread is busy, or the view went away):
 #: fall back to the plain bounded rate
 DEFAULT_ACK_TIMEOUT = 0.8
-#: ended messages a channel keeps, so that the late ack of a final delta finds its message
+#: ended messages a channel keeps, so that the late ack of a final delta finds its message,
+#: and a hello re-sends the final metas a view whose link dropped may have lost
 KEEP_ENDED = 16
 #: render time and ack lag are smoothed over about this many seconds (at least 20% per
 #: ack: an ack per frame smooths as before, an ack a second counts nearly alone)
@@ -117,9 +118,12 @@ class Outgoing:
     live: list[Stream] = field(default_factory=list)
     #: the streams that ended in this step: final-sent once this goes out
     ended: list[Stream] = field(default_factory=list)
+    #: views said hello since the last step: answer them (the view's proof that the
+    #: kernel hears it; see ``WelcomeMsg`` in protocol.py)
+    welcome: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.deltas or self.changed or self.resend)
+        return bool(self.deltas or self.changed or self.resend or self.welcome)
 
 
 @dataclass(eq=False)
@@ -142,9 +146,10 @@ class Channel:
     ack_period: float = ASSUMED_ACK_PERIOD
     acks: int = 0
     last_republish: float = -math.inf
-    #: ids whose meta must be sent; deltas to send again (see Outgoing)
+    #: ids whose meta must be sent; deltas to send again; hellos to answer (see Outgoing)
     changed: set[str] = field(default_factory=set)
     resend: dict[str, int] = field(default_factory=dict)
+    welcome: bool = False
     closed: bool = False
     #: figures: hellos from views (a view opened or reloaded), when the last came, on
     #: which thread (the main thread, or a subshell's when comms run over subshells)
@@ -244,13 +249,18 @@ class Pump:
             self._cond.notify()
 
     def hello(self, ch: Channel) -> None:
-        """A view rendered: note it for :func:`view_figures`, and send the metas of the
-        live messages (and ``live``) again."""
+        """A view rendered (or its link came back): note it for :func:`view_figures`,
+        answer it, and send the metas of the live messages (and ``live``) again, and of
+        those that ended lately: a view whose link dropped may have lost a final meta
+        (it then still shows the message live, and the final meta tells it what to
+        resync)."""
         with self._cond:
+            ch.welcome = True
             ch.hellos += 1
             ch.last_hello_at = self.clock()
             ch.hello_thread = threading.current_thread().name
             ch.changed.update(s.id for s in ch.streams)
+            ch.changed.update(s.id for s in ch.ended)
             self._woken = True
             self._cond.notify()
 
@@ -373,6 +383,7 @@ class Pump:
                     next_at = min(next_at, ch.last_republish + REPUBLISH_EVERY)
                 out.changed, ch.changed = ch.changed, set()
                 out.resend, ch.resend = ch.resend, {}
+                out.welcome, ch.welcome = ch.welcome, False
                 if out:
                     out.live = list(ch.streams)
                     work.append((ch, out))

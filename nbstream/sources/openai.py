@@ -20,11 +20,14 @@ tokens) comes from the chunk that carries it: the source asks for it with
 (HTTP 400 or 422 naming it) gets the request again without it, once, and this
 source does not send it again. llama.cpp's ``timings`` go into the figures.
 
-A ``data: [DONE]`` line ends the reply, and so does a body that simply ends
-(``transformers serve`` sends no ``[DONE]``); a body cut off mid-way (the
-server died: an incomplete chunked body) is an error, and so is a stream with
-no event at all (llama-cpp-python answers a prompt longer than its context
-with HTTP 200 and an empty stream; the error is only in its log).
+A ``data: [DONE]`` line ends the reply, and so does a body that ends after a
+chunk with a finish reason (``transformers serve`` sends no ``[DONE]``). A
+body that ends with neither did not finish: the server died or the connection
+dropped, so it is an error that keeps the text received, as is a body cut off
+mid-way (an incomplete chunked body) and a stream with no event at all
+(llama-cpp-python answers a prompt longer than its context with HTTP 200 and
+an empty stream; the error is only in its log). Bytes that are not UTF-8 and
+a line longer than a megabyte are errors too (:func:`~nbstream.sources.sse.checked_text`).
 
 Tool calls: the reply's tools go into the request as ``tools`` (OpenAI's
 function-tool JSON) and its ``tool_choice`` as it is; ``delta.tool_calls``
@@ -244,6 +247,11 @@ class OpenAISource(SSESource):
                 if delta is not None:
                     progress.pieces += 1
                     emit_call(emit, delta)
+        if not (progress.marker or ending.server_finish is not None):
+            raise SourceError(
+                f"{self.label}: the stream from {self.url} ended after {progress.pieces} "
+                "pieces with neither a finish reason nor [DONE]: the answer is incomplete "
+                "(did the server stop or lose its connection?)")
         if finish is not None:
             finish()
         nameless = calls.nameless()
@@ -258,12 +266,16 @@ class OpenAISource(SSESource):
             raise SourceError(f"{self.label}: event {n} from {self.url} is not a JSON object: "
                               f"{trim(str(chunk))!r}")
         choices = chunk.get("choices")
-        if not choices or not isinstance(choices, list):
+        if not choices:
             return None, None, []  # e.g. the usage chunk at the end
-        choice = choices[0]
+        choice = choices[0] if isinstance(choices, list) else None
         delta = choice.get("delta") if isinstance(choice, dict) else None
+        if delta is None and isinstance(choice, dict):
+            return None, None, []  # a choice with only a finish reason
         if not isinstance(delta, dict):
-            return None, None, []
+            raise SourceError(f"{self.label}: event {n} from {self.url} is not a chat "
+                              "completion chunk (choices[0].delta is missing or not an "
+                              f"object): {trim(str(chunk))!r}")
         content = delta.get("content")
         # vLLM sends "reasoning" (some versions both names, the same text)
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")

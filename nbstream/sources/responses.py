@@ -216,6 +216,11 @@ class ResponsesSource(SSESource):
                     emit_call(emit, piece)
             if state.ended:
                 break
+        if not state.ended:
+            raise SourceError(
+                f"{self.label}: the stream from {self.url} ended after {progress.pieces} "
+                "pieces with no response.completed or response.incomplete: the answer is "
+                "incomplete (did the server stop or lose its connection?)")
         if finish is not None:
             finish()
         nameless = calls.nameless()

@@ -21,11 +21,16 @@ async client belongs to the loop it ran on, so each reply gets a fresh client
 and connection (no keep-alive between replies; the TLS context, the costly
 part, is built once per source).
 
-A ``data: [DONE]`` line ends the reply, and so does a body that simply ends
-(``transformers serve`` sends no ``[DONE]``); a body cut off mid-way (the
-server died: an incomplete chunked body) is an error, and so is a stream with
-no event at all (llama-cpp-python answers a prompt longer than its context
-with HTTP 200 and an empty stream; the error is only in its log).
+A ``data: [DONE]`` line ends the events (:attr:`Progress.marker` says it came);
+what else says a reply ended is each subclass's own (a finish reason, a
+``response.completed``): a body that ends without it did not finish (a server
+that died, a dropped connection), and the subclass makes that an error that
+keeps the text received. A body cut off mid-way (an incomplete chunked body) is
+an error, and so is a stream with no event at all (llama-cpp-python answers a
+prompt longer than its context with HTTP 200 and an empty stream; the error is
+only in its log). What a broken server cannot do to us: bytes that are not
+UTF-8 and a line longer than :data:`MAX_LINE_BYTES` are errors as soon as they
+come (:func:`checked_text`), never a flood or a hang.
 
 Errors become :class:`SourceError`: the server cannot be reached, an HTTP
 error (status and the server's own message, trimmed), a malformed event, an
@@ -39,6 +44,7 @@ Nothing here keeps the API key anywhere but in the request's header: not in
 from __future__ import annotations
 
 import asyncio
+import codecs
 import json
 import os
 import re
@@ -46,7 +52,7 @@ import ssl
 import threading
 from abc import abstractmethod
 from collections.abc import AsyncIterator, Coroutine, Hashable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 try:
     import httpx
@@ -67,7 +73,8 @@ from .toolcalls import CallIds, check_tool_request
 if TYPE_CHECKING:
     from ..generation import GenerationOptions, ToolChoice
 
-__all__ = ["DEFAULT_ACCEPTS", "DEFAULT_BASE_URL", "SSESource", "SourceError"]
+__all__ = ["DEFAULT_ACCEPTS", "DEFAULT_BASE_URL", "MAX_LINE_BYTES", "BadStream", "SSESource",
+           "SourceError", "checked_text"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
 #: the attachments an HTTP source hands its server by default (#21): text, and images
@@ -356,12 +363,14 @@ class SSESource(Source):
         :class:`Cancelled` once ``cancel`` is set, and a clear error for a
         stream without any event.
         """
-        async for event in EventSource(response).aiter_sse():
+        body = cast(httpx.Response, CheckedBody(response))  # what EventSource reads of it
+        async for event in EventSource(body).aiter_sse():
             if cancel.is_set():
                 raise Cancelled()
             progress.events += 1
             data = event.data
             if data.strip() == "[DONE]":
+                progress.marker = True
                 break
             if not data.strip():
                 continue
@@ -407,8 +416,8 @@ class SSESource(Source):
         if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError)):
             return SourceError(f"the connection to {where} was lost after {progress.pieces} "
                                f"pieces (did the server stop?): {detail}")
-        if isinstance(exc, SSEError):
-            return SourceError(f"{where}: {detail}")
+        if isinstance(exc, (SSEError, BadStream)):
+            return SourceError(f"{where}: {detail} (after {progress.pieces} pieces)")
         if isinstance(exc, httpx.HTTPError):
             return SourceError(f"request to {where} failed: {type(exc).__name__}: {detail}")
         return SourceError(f"{where}: {type(exc).__name__}: {detail}")
@@ -417,12 +426,14 @@ class SSESource(Source):
 class Progress:
     """How far one request got (for error messages); owned by its task."""
 
-    __slots__ = ("connected", "events", "pieces")
+    __slots__ = ("connected", "events", "marker", "pieces")
 
     def __init__(self) -> None:
         self.connected = False
         self.events = 0
         self.pieces = 0
+        #: the stream said it ended: a ``data: [DONE]`` line
+        self.marker = False
 
 
 async def _read_some(response: httpx.Response) -> bytes:
@@ -482,3 +493,60 @@ def _os_error(exc: BaseException) -> str:
         if err.errno:
             return os.strerror(err.errno)
     return str(chain[0]) if chain else ""
+
+
+# ------------------------------------------------------ reading a body defensively
+#: the longest line of an event stream read, in bytes (an event's ``data:`` line
+#: is a JSON chunk of a few hundred bytes; the largest seen, a final chunk with
+#: usage and timings, about 2 KB)
+MAX_LINE_BYTES = 1 << 20
+_NEWLINE = re.compile(rb"\r\n|\r|\n")
+
+
+class BadStream(ValueError):
+    """The body is not a readable event stream (said in the message)."""
+
+
+async def checked_text(response: httpx.Response,
+                       max_line: int = MAX_LINE_BYTES) -> AsyncIterator[str]:
+    """The body of ``response`` as text, strictly UTF-8, no line over ``max_line`` bytes.
+
+    Raises :class:`BadStream` at the first byte that breaks either rule.
+    """
+    decoder = codecs.getincrementaldecoder("utf-8")("strict")
+    offset = 0  # bytes of the body before this part
+    line = 0  # bytes of the current line so far
+    async for part in response.aiter_bytes():
+        try:
+            text = decoder.decode(part)
+        except UnicodeDecodeError as exc:
+            raise BadStream(f"the stream is not valid UTF-8 (byte {offset + exc.start})") \
+                from None
+        segments = _NEWLINE.split(part)  # the first continues the current line
+        longest = max([line + len(segments[0]), *(len(s) for s in segments[1:])])
+        if longest > max_line:
+            raise BadStream(f"the stream has a line longer than {max_line:,} bytes "
+                            f"(by byte {offset + len(part):,}): not a stream of events")
+        line = line + len(part) if len(segments) == 1 else len(segments[-1])
+        offset += len(part)
+        if text:
+            yield text
+    try:
+        tail = decoder.decode(b"", final=True)
+    except UnicodeDecodeError:
+        raise BadStream(f"the stream ends inside a UTF-8 character (byte {offset})") from None
+    if tail:
+        yield tail
+
+
+class CheckedBody:
+    """What :class:`httpx_sse.EventSource` reads (headers and text) of a response,
+    with its text from :func:`checked_text`."""
+
+    def __init__(self, response: httpx.Response, max_line: int = MAX_LINE_BYTES) -> None:
+        self.headers = response.headers
+        self._response = response
+        self._max_line = max_line
+
+    def aiter_text(self) -> AsyncIterator[str]:
+        return checked_text(self._response, self._max_line)

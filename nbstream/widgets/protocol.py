@@ -104,9 +104,9 @@ Direction rules (who may send what, how often, and why):
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
   them on its main thread (or on a subshell thread with
   ``commsOverSubshells``), so handlers only record or enqueue and never block.
-* **Kernel -> view, custom messages.** :class:`RefusedMsg`: a Send with
-  attachments was refused (a type the source cannot take, a limit); the
-  view gives the draft back and says why.
+* **Kernel -> view, custom messages.** :class:`WelcomeMsg`, the answer to a
+  hello; :class:`RefusedMsg`, a Send with attachments was refused (a type the
+  source cannot take, a limit): the view gives the draft back and says why.
 * **Older kernels.** A view still shows a notebook saved by an older nbstream,
   whose state held the whole conversation in one ``conversation`` list, and
   its ``delta`` custom messages (:class:`DeltaMsg`); a kernel of this version
@@ -417,10 +417,37 @@ class SystemPromptMsg(TypedDict):
     text: ViewText
 
 
-class HelloMsg(TypedDict):
-    """View -> kernel: a view was rendered; bring it up to date."""
+class HelloMsgExtras(TypedDict, total=False):
+    """Keys a :class:`HelloMsg` carries from views of this version."""
+
+    #: the view's own id (random, one per rendered view), which its :class:`ByeMsg` repeats
+    view: Annotated[str, Meta(min_length=1, max_length=MAX_VIEW_ID)]
+
+
+class HelloMsg(HelloMsgExtras):
+    """View -> kernel: a view was rendered (or its link came back, or it wonders whether
+    the kernel still hears it); bring it up to date and answer (:class:`WelcomeMsg`)."""
 
     kind: Literal["hello"]
+
+
+class ByeMsg(TypedDict):
+    """View -> kernel: the view ``view`` was removed from the page (its notebook tab
+    closed, its output cleared). When the widget's last view says bye and no other says
+    hello within ``VIEW_GONE_GRACE`` seconds, its running replies are stopped: nobody
+    watches them, and a server should not go on generating for nobody."""
+
+    kind: Literal["bye"]
+    view: Annotated[str, Meta(min_length=1, max_length=MAX_VIEW_ID)]
+
+
+class WelcomeMsg(TypedDict):
+    """Kernel -> view, a custom message: the answer to a :class:`HelloMsg`, sent by the
+    pump after the state it brought. A view that sent hello and hears nothing back
+    while the kernel is idle is not connected (the kernel restarted, or a notebook was
+    reopened with a kernel that never knew this widget)."""
+
+    kind: Literal["welcome"]
 
 
 class ResyncMsg(TypedDict):
@@ -444,7 +471,7 @@ class AckMsg(TypedDict):
 
 #: Every message a view sends; each is told apart by its ``kind``.
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
-           | SwitchMsg | EditMsg | HelloMsg | ResyncMsg | AckMsg)
+           | SwitchMsg | EditMsg | HelloMsg | ByeMsg | ResyncMsg | AckMsg)
 
 
 class PaneInfo(TypedDict):
@@ -497,6 +524,9 @@ class ViewTraits(TypedDict):
     system_prompt: str | None
     #: debugging switches (:class:`ViewDebug`); ``{}`` as shipped
     debug: ViewDebug
+    #: the widget's own model id (its comm's id): a view finds its jupyter-widgets model
+    #: with it, to read whether the model is connected (js/src/connection.ts)
+    _model_ref: str
     #: what the user may attach (:class:`AttachmentPolicy`); ``{}``: a widget with no
     #: input box
     attachment_policy: AttachmentPolicy
@@ -516,9 +546,9 @@ REMOVED_KEY = "removed"
 GENERATED: tuple[Any, ...] = (
     Status, FinishReason, PartType, Role, Mode, DeltaBody, LoadingMeta, MessageMeta,
     MessageState, DeltaMsg, SendMsg, StopMsg, RegenerateMsg, ClearMsg, ContinueMsg,
-    SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ResyncMsg, AckMsg, ViewMsg, PaneInfo,
-    ViewDebug, ViewTraits, AttachmentKind, PreviewMeta, AttachmentMeta, AttachmentPolicy,
-    SendAttachment, RefusedMsg,
+    SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ByeMsg, WelcomeMsg, ResyncMsg, AckMsg,
+    ViewMsg, PaneInfo, ViewDebug, ViewTraits, AttachmentKind, PreviewMeta, AttachmentMeta,
+    AttachmentPolicy, SendAttachment, RefusedMsg,
 )
 #: ... and these constants
 GENERATED_CONSTANTS = ("FINAL_STATUSES", "PART_TYPES", "STATE_TRAIT", "LAST_ID_KEY",

@@ -37,6 +37,7 @@ one copy of the pipeline. The widget is thin; its parts are:
 from __future__ import annotations
 
 import logging
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -54,7 +55,9 @@ from ..core.stream import Stream
 from ..generation import GenerationOptions
 from ..options import Options
 from ..sources.base import ChatMessage, Source, source_name
+from . import presence
 from .attachments import attached_for, check_chat, parse_upload, policy, prepare
+from .presence import ViewRoster
 from .protocol import MessageState, RefusedMsg, SendMsg, ViewMsg
 from .reply import Reply, run_reply
 from .runtime import warn_unsupported_frontend, widget_css, widget_esm, widget_runtime_ref
@@ -90,6 +93,10 @@ class StreamingWidget(anywidget.AnyWidget):
     def _default_runtime(self) -> str:
         return widget_runtime_ref()
 
+    #: the widget's own model id (its comm's id, chosen before the comm opens): a view
+    #: finds its jupyter-widgets model with it, to read whether the model is connected
+    #: to a kernel (``comm_live``; js/src/connection.ts)
+    _model_ref = traitlets.Unicode("").tag(sync=True)
     #: how the view lays messages out: "chat", "stream" or "compare"
     mode = traitlets.Unicode("chat").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
@@ -131,7 +138,8 @@ class StreamingWidget(anywidget.AnyWidget):
         # their constructors check user keyword arguments with parse_options()
         opts = options if options is not None else Options()
         warn_unsupported_frontend()  # e.g. a marimo too old to take the pump's sends
-        super().__init__(title=title, **traits)
+        model_id = uuid.uuid4().hex  # (ipywidgets and marimo open the comm with this id)
+        super().__init__(title=title, model_id=model_id, _model_ref=model_id, **traits)
         self.options = opts
         self.include_reasoning_in_history = opts.include_reasoning_in_history
         self.limits = opts.limits
@@ -148,6 +156,7 @@ class StreamingWidget(anywidget.AnyWidget):
                                  lambda msg, buffers: self._send(msg, buffers=buffers))
         self._pump = get_pump()
         self._channel = self._pump.open_channel(self._wire.send_update, opts.interval)
+        self._views = ViewRoster(_weak_call(self._no_view_left), presence.VIEW_GONE_GRACE)
         self.on_msg(self._on_view_msg)
 
     # ------------------------------------------------------------- public API
@@ -209,6 +218,7 @@ class StreamingWidget(anywidget.AnyWidget):
     def close(self) -> None:
         """Stop live replies and close the widget's comm."""
         if hasattr(self, "_channel"):  # also called by __del__ of a half-built widget
+            self._views.close()
             self.stop()
             self._pump.close_channel(self._channel)
         super().close()
@@ -379,6 +389,14 @@ class StreamingWidget(anywidget.AnyWidget):
             return True
         return False
 
+    def _no_view_left(self) -> None:
+        """The last view left the page and none came back (presence.py's timer thread):
+        stop what runs, as Stop would, so that a server does not generate for nobody."""
+        stopped = self.stop()
+        if stopped:
+            log.info("nbstream: %s: its last view was removed; stopped %d running repl%s",
+                     type(self).__name__, stopped, "y" if stopped == 1 else "ies")
+
     def _knows(self, rid: str) -> bool:
         return any(r.id == rid for r in self._history.answers())
 
@@ -390,7 +408,11 @@ class StreamingWidget(anywidget.AnyWidget):
             if msg["kind"] == "send":
                 self._on_send(msg, view_files(msg, buffers))
             elif msg["kind"] == "hello":
+                if "view" in msg:  # (views of older versions send none)
+                    self._views.hello(msg["view"])
                 self._pump.hello(self._channel)
+            elif msg["kind"] == "bye":
+                self._views.bye(msg["view"])
             elif msg["kind"] == "resync":
                 self._pump.resync(self._channel, msg["id"], msg.get("have", 0))
             elif msg["kind"] == "ack":

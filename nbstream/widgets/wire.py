@@ -62,6 +62,7 @@ from .protocol import (
     PreviewMeta,
     ViewDebug,
     ViewMsg,
+    WelcomeMsg,
     delta_key,
     preview_key,
 )
@@ -460,11 +461,14 @@ class WireEncoder:
         if current != self._current_sent:
             self._current_sent = current
             state[CURRENT_KEY] = current
+        if state or buffers:
+            msg = {"method": "update", "state": state, "buffer_paths": [[k] for k in buffers]}
+            total = _json_size(msg) + sum(len(b) for b in buffers.values())
+            self._send(msg, list(buffers.values()) or None)
+        if out.welcome:  # after the state it brought: a welcomed view is up to date
+            self._send({"method": "custom", "content": WelcomeMsg(kind="welcome")}, None)
         if not state and not buffers:
             return
-        msg = {"method": "update", "state": state, "buffer_paths": [[k] for k in buffers]}
-        total = _json_size(msg) + sum(len(b) for b in buffers.values())
-        self._send(msg, list(buffers.values()) or None)
         # each message's keys count for it; the envelope for the first one named
         owners = list(sizes)
         for i, owner in enumerate(owners):
