@@ -189,7 +189,7 @@ def _extract_keys(state: dict[str, Any]) -> tuple[int, bool]:
             continue
         if m.group(1) is not None:  # a delta: a string, or [[type, text], ...]
             text = v if isinstance(v, str) else "".join(
-                t for _, t in v) if isinstance(v, list) else ""
+                run[1] for run in v) if isinstance(v, list) else ""
             i = last_index(text)
             idx = i if i >= 0 else idx
         elif isinstance(v, dict) and v.get("role") == "assistant":

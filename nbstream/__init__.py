@@ -18,6 +18,7 @@ from .core.stream import Limits
 from .doctor import doctor
 from .logs import set_debug
 from .options import StreamOptions
+from .tools import Tool, ToolCall, tool
 from .widgets.chat import ChatWidget
 from .widgets.compare import Compare
 from .widgets.magic import load_ipython_extension
@@ -36,10 +37,13 @@ __all__ = [
     "ReplyTimeout",
     "StreamOptions",
     "StreamView",
+    "Tool",
+    "ToolCall",
     "__version__",
     "attach",
     "doctor",
     "load_ipython_extension",
     "set_debug",
     "stream",
+    "tool",
 ]

@@ -106,12 +106,39 @@ def rst(text: str) -> str:
 
 def alias_schema(alias: Any, names: dict[int, str]) -> dict[str, Any]:
     """An alias's schema; a union of TypedDicts (ViewMsg: msgspec takes no such union)
-    as the union of references to them."""
+    as the union of references to them. A union of tuples (DeltaRun: msgspec takes
+    none either) is the union of references to the named ones, and a list or a union
+    holding such a union (DeltaBody) is written around it."""
     args = typing.get_args(alias)
     if args and all(typing.is_typeddict(a) for a in args):
         return {"anyOf": [{"$ref": f"#/$defs/{names[id(a)]}"} for a in args]}
-    schema: dict[str, Any] = msgspec.json.schema(alias)
-    return schema
+    try:
+        schema: dict[str, Any] = msgspec.json.schema(alias)
+    except TypeError:
+        def part(a: Any) -> dict[str, Any]:
+            return {"$ref": f"#/$defs/{names[id(a)]}"} if id(a) in names \
+                else alias_schema(a, names)
+        if typing.get_origin(alias) is list:
+            return {"type": "array", "items": part(args[0])}
+        if args:
+            return {"anyOf": [part(a) for a in args]}
+        raise
+    schema.pop("$defs", None)  # a TypedDict it names is generated on its own
+    return tuples(schema)
+
+
+def tuples(schema: Any) -> Any:
+    """``schema`` with each tuple (msgspec writes ``prefixItems``) as the ``items``
+    list json-schema-to-typescript reads."""
+    if isinstance(schema, list):
+        return [tuples(s) for s in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {k: tuples(v) for k, v in schema.items()}
+    if "prefixItems" in out:
+        out["items"] = out.pop("prefixItems")
+        out["additionalItems"] = False
+    return out
 
 
 def build_schema() -> tuple[dict[str, Any], dict[str, Any]]:

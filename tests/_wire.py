@@ -17,8 +17,8 @@ def body_parts(body: Any) -> tuple[str, str]:
     """(answer, reasoning) of a delta key's value."""
     if isinstance(body, str):
         return body, ""
-    answer = "".join(t for k, t in body if k == "answer")
-    reasoning = "".join(t for k, t in body if k == "reasoning")
+    answer = "".join(run[1] for run in body if run[0] == "answer")
+    reasoning = "".join(run[1] for run in body if run[0] == "reasoning")
     return answer, reasoning
 
 

@@ -314,7 +314,7 @@ def test_save_and_load_keep_attachments_once_each(tmp_path: Path, figure: Any) -
     chat.edit(0, "edited").wait(10)  # the same attachments in two branches
     path = chat.save(tmp_path / "chat.json")
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["version"] == 2 and len(data["attachments"]) == 2  # stored once
+    assert data["version"] == 3 and len(data["attachments"]) == 2  # stored once
     refs = [m["attachments"] for m in data["messages"] if "attachments" in m]
     assert len(refs) == 2 and refs[0] == refs[1]
     loaded = ChatWidget.load(path, Recording())

@@ -58,6 +58,12 @@ HOSTILE: list[tuple[Any, str]] = [
     ({"kind": "ack", "id": "m2", "seq": 1, "render_ms": float("inf")},
      "ack: Expected `float` <= 3600000.0 - at `$.render_ms`"),
     ({"kind": "resync", "id": "m2", "have": -1}, "resync: Expected `int` >= 0 - at `$.have`"),
+    ({"kind": "tool_approval", "id": "m2", "call": "c1", "decision": "sudo"},
+     "tool_approval: Invalid enum value 'sudo' - at `$.decision`"),
+    ({"kind": "tool_approval", "id": "m2", "call": "c" * 10_000, "decision": "allow"},
+     "tool_approval: Expected `str` of length <= 256 - at `$.call`"),
+    ({"kind": "tool_approval", "id": "m2", "call": "c1", "decision": "allow"},
+     "refused tool approval: no such reply"),  # m2 is there, but called no tool
 ]
 
 
@@ -136,6 +142,8 @@ def test_each_kind_a_view_sends_is_declared_and_parsed_to_its_type() -> None:
         "bye": {"kind": "bye", "view": "v1"},
         "resync": {"kind": "resync", "id": "m2", "have": 3},
         "ack": {"kind": "ack", "id": "m2", "seq": 4, "render_ms": 2},
+        "tool_approval": {"kind": "tool_approval", "id": "m2", "call": "c1",
+                          "decision": "always"},
     }
     assert set(VIEW_MSG_TYPES) == set(good)
     assert set(VIEW_MSG_TYPES.values()) == set(typing.get_args(protocol.ViewMsg))
@@ -155,7 +163,8 @@ json_values = st.recursive(
     max_leaves=12,
 )
 kinds = st.sampled_from(["hello", "bye", "resync", "ack", "send", "stop", "clear", "regenerate",
-                         "switch", "edit", "delta", "Send", ""]) | st.text(max_size=10) | json_values
+                         "switch", "edit", "delta", "tool_approval", "Send", ""]
+                        ) | st.text(max_size=10) | json_values
 view_messages = st.one_of(
     json_values,
     st.fixed_dictionaries(
@@ -167,6 +176,8 @@ view_messages = st.one_of(
             "text": st.text(max_size=30) | json_values,
             "pane": st.integers() | json_values,
             "view": st.sampled_from(["v1", "v2", ""]) | json_values,
+            "call": st.sampled_from(["c1", "call_0_0"]) | json_values,
+            "decision": st.sampled_from(["allow", "always", "deny"]) | json_values,
         },
     ),
 )

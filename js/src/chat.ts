@@ -164,6 +164,7 @@ export function mountChat(
     switchTo: (id) => send({ kind: "switch", id }),
     edit: (id, prompt) => send({ kind: "edit", id, text: prompt }),
     setSystemPrompt: (text) => send({ kind: "system_prompt", text }),
+    approveTool: (id, call, decision) => send({ kind: "tool_approval", id, call, decision }),
   };
   const viewOptions: ViewOptions = {
     idle,

@@ -118,6 +118,8 @@ export class Connection {
   private lastHeard: number;
   /** a message is live: silence from the kernel is worth a question */
   private active = false;
+  /** the kernel heard this widget once: a new kernel process later is a restart */
+  private wasLive = false;
   private lastCheck: number;
   private timer: number | null = null;
   private disposed = false;
@@ -165,6 +167,7 @@ export class Connection {
     if (this.gone()) {
       return;
     }
+    this.wasLive = true;
     this.awaiting = false;
     this.rearm();
     this.set("live", null);
@@ -228,9 +231,10 @@ export class Connection {
     if (DEAD.has(status)) {
       this.lose(reasonOf(status));
     } else if (status === "starting") {
-      // a new kernel process: it never knew this widget (a restart from elsewhere,
-      // or the kernel of a reopened notebook)
-      this.lose(this.stateNow === "live" ? "restarted" : "no-answer");
+      // a new kernel process: it never knew this widget (a restart from elsewhere, or
+      // the kernel of a reopened notebook). Restarted, if the old one ever heard it
+      // (its silence may have been noticed first, as no answer)
+      this.lose(this.wasLive ? "restarted" : "no-answer");
     }
   };
 

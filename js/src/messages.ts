@@ -41,6 +41,7 @@ import { ScrollFollower } from "./scroll";
 import type { SizedMode } from "./sized";
 import { isWaiting, LiveRate, statusLabel, statusTitle } from "./status";
 import { TextSink } from "./text";
+import { ToolParts } from "./toolcard";
 
 /** How assistant messages are rendered: incremental Markdown, or (benchmarks) the naive way. */
 export type MarkdownMode = "incremental" | "full";
@@ -86,6 +87,8 @@ interface MessageNode {
   copy: HTMLButtonElement | null;
   /** the reasoning block, once the message has reasoning */
   reasoning: ReasoningBlock | null;
+  /** its tool calls and the later rounds of the agent loop (toolcard.ts), once it has some */
+  tools: ToolParts | null;
   /** the Continue button, once the message was cut at the token limit */
   cont: HTMLButtonElement | null;
   /** the Edit button of a question */
@@ -290,8 +293,11 @@ export class MessageList {
     node.entry = e;
     this.fresh.delete(e.id);
     const final = FINAL_STATUSES.has(e.status);
+    // a reply in the tool loop: its head (the text before its first call) shows here
+    // as any reply's text; the calls and later rounds in node.tools (toolcard.ts)
+    const head = headOf(e);
     try {
-      this.updateText(node, e, replaced, change.appended, final, now);
+      this.updateText(node, head, replaced, change.appended, final, now);
     } catch (err) {
       // A renderer that fails must not take the view down: show this
       // message as plain text from now on.
@@ -300,11 +306,11 @@ export class MessageList {
       node.markdown = false;
       node.sink = new TextSink(node.textEl);
       node.textEl.className = "nbs-text";
-      node.sink.replace(e.text);
-      this.countChars(node, e.text.length);
+      node.sink.replace(head.text);
+      this.countChars(node, head.text.length);
     }
     this.attachments.paint(node.el, node.textEl, e.attachments);
-    if (e.role === "assistant" && (e.reasoning !== "" || node.reasoning !== null)) {
+    if (e.role === "assistant" && (head.reasoning !== "" || node.reasoning !== null)) {
       if (node.reasoning === null) {
         node.reasoning = new ReasoningBlock(
           this.doc,
@@ -317,7 +323,23 @@ export class MessageList {
         );
         node.textEl.before(node.reasoning.el);
       }
-      node.reasoning.paint(e, replaced, change.reasoningAppended, now);
+      node.reasoning.paint(head, replaced, change.reasoningAppended, now);
+    }
+    if (e.role === "assistant" && (e.toolHead !== undefined || node.tools !== null)) {
+      if (node.tools === null) {
+        node.tools = new ToolParts(this.doc, {
+          highlighter: this.options.highlighter,
+          markdown: this.options.markdown,
+          sized: this.options.sized,
+          signal: this.options.signal,
+        });
+        node.textEl.after(node.tools.el);
+      }
+      try {
+        node.tools.paint(e, replaced, change.tail ?? [], now);
+      } catch (err) {
+        console.error("nbstream: rendering a reply's tool calls failed", err);
+      }
     }
     const statusChanged = node.shownStatus !== e.status;
     this.updateChrome(node, e, now);
@@ -383,6 +405,7 @@ export class MessageList {
       status,
       copy: null,
       reasoning: null,
+      tools: null,
       cont: null,
       edit: null,
       nav: null,
@@ -553,4 +576,22 @@ export class MessageList {
       }
     }
   }
+}
+
+/**
+ * The part of a reply shown as any reply's text and reasoning: all of it, or, in the
+ * tool loop, what came before its first call (the rest is toolcard.ts's); its
+ * thinking is over once the calls came.
+ */
+function headOf(e: Readonly<Entry>): Readonly<Entry> {
+  const at = e.toolHead;
+  if (at === undefined) {
+    return e;
+  }
+  return {
+    ...e,
+    text: e.text.slice(0, at.text),
+    reasoning: e.reasoning.slice(0, at.reasoning),
+    status: FINAL_STATUSES.has(e.status) ? e.status : "done",
+  };
 }

@@ -15,20 +15,26 @@ export type Status = "done" | "error" | "loading" | "queued" | "running" | "stop
  * Why a reply ended. Sources report `stop`, `length`, `tool_calls`,
  * `abort` (vLLM's), or None (a server's stream ended with neither a finish
  * reason nor an end marker). The pipeline itself sets `cancelled` (a stop),
- * `error` (the source raised) and `timeout` (a time limit).
+ * `error` (the source raised), `timeout` (a time limit) and
+ * `max_tool_rounds` (the model still called tools after the widget's
+ * `max_tool_rounds` rounds of tool calls: the turn ends there).
  */
 export type FinishReason =
   | "abort"
   | "cancelled"
   | "error"
   | "length"
+  | "max_tool_rounds"
   | "stop"
   | "timeout"
   | "tool_calls";
 /**
- * The types of part a message is made of (more may come: tool calls, ...).
+ * The types of part a message is made of: its answer and reasoning text, and (put by
+ * the widget side's tool loop, never by a source) the arguments of its tool calls
+ * (`"tool"`), their results (`"tool_result"`) and where a new round of the
+ * loop starts (`"round"`).
  */
-export type PartType = "answer" | "reasoning";
+export type PartType = "answer" | "reasoning" | "round" | "tool" | "tool_result";
 export type Role = "assistant" | "system" | "user";
 /**
  * How the view lays the conversation out (the `mode` trait): `chat` (a
@@ -38,14 +44,70 @@ export type Role = "assistant" | "system" | "user";
  */
 export type Mode = "chat" | "compare" | "stream";
 /**
- * What one delta appends: a string (all answer text) or `[[type, text], ...]`.
+ * What one delta appends: a string (all answer text) or its runs in order
+ * (`[[type, text, ...], ...]`; see `Run` in core/stream.py).
  */
-export type DeltaBody = string | string[][];
+export type DeltaBody = string | DeltaRun[];
+/**
+ * One run of a delta, as a kernel of this version sends it.
+ */
+export type DeltaRun = TextRun | ToolArgsRun | ToolResultRun | RoundRun;
+/**
+ * One run of a delta: `[type, text]` for answer and reasoning text (a view ignores
+ * a run of a type it does not know; the tool loop's runs are `ToolArgsRun`,
+ * `ToolResultRun` and `RoundRun`)
+ *
+ * @minItems 2
+ * @maxItems 2
+ */
+export type TextRun = ["answer" | "reasoning", string];
+/**
+ * `["tool", text, n]`: a piece of the argument text (JSON) of the message's tool
+ * call number `n` (0, 1, ... over its rounds), in order as it streams; the first
+ * (maybe empty) marks the call's place among the parts
+ *
+ * @minItems 3
+ * @maxItems 3
+ */
+export type ToolArgsRun = ["tool", string, number];
+/**
+ * `["tool_result", text, n, display]`: the result of call `n`: the text the model
+ * was told, and what the view may show
+ *
+ * @minItems 4
+ * @maxItems 4
+ */
+export type ToolResultRun = ["tool_result", string, number, ToolDisplay];
+/**
+ * `["round", "", r]`: round `r` (1, 2, ...) of the tool loop starts here: the
+ * model asked again with the results of the calls before it
+ *
+ * @minItems 3
+ * @maxItems 3
+ */
+export type RoundRun = ["round", "", number];
 /**
  * How a model is given an attachment: as an image, as text (put into the prompt),
  * or as a file (only to a source that names its type).
  */
 export type AttachmentKind = "file" | "image" | "text";
+/**
+ * Where a tool call stands (nbstream/tools/calls.py): `streaming` (its arguments are
+ * arriving), `ready` (the model's reply ended: the arguments are complete),
+ * `awaiting_approval` (a person must allow it first), `running`, `done`,
+ * `error` (it raised, timed out, was unknown or got arguments that do not fit),
+ * `denied` (a person denied it; the model was told), `cancelled` (the turn was
+ * stopped, or reached `max_tool_rounds`, first)
+ */
+export type ToolState =
+  | "awaiting_approval"
+  | "cancelled"
+  | "denied"
+  | "done"
+  | "error"
+  | "ready"
+  | "running"
+  | "streaming";
 /**
  * Every message a view sends; each is told apart by its `kind`.
  */
@@ -61,8 +123,29 @@ export type ViewMsg =
   | HelloMsg
   | ByeMsg
   | ResyncMsg
-  | AckMsg;
+  | AckMsg
+  | ToolApprovalMsg;
+/**
+ * a person's answer to an approval card: `allow` (this call), `always` (this tool,
+ * for this chat: not offered for a tool that runs code) or `deny`
+ */
+export type ToolDecision = "allow" | "always" | "deny";
 
+/**
+ * A tool result as the view may show it (tools/results.py): MIME type -> data, each
+ * bounded (`DISPLAY_LIMITS`; images base64, PNG or JPEG only; HTML and Markdown
+ * sanitized by the view like model output), and `omitted`: MIME type -> characters
+ * of the displays left out for their size.
+ */
+export interface ToolDisplay {
+  "image/jpeg"?: string;
+  "image/png"?: string;
+  omitted?: {
+    [k: string]: number;
+  };
+  "text/html"?: string;
+  "text/markdown"?: string;
+}
 /**
  * What a loading reply waits for, as its source last said (see `core/loading.py`).
  */
@@ -135,6 +218,10 @@ export interface MessageMeta {
   options?: {
     [k: string]: unknown;
   };
+  /**
+   * its tool calls, in call order (absent: none; see `ToolCallMeta`)
+   */
+  tools?: ToolCallMeta[];
 }
 /**
  * One attachment of a user message, in its meta's `attachments` list. The
@@ -187,6 +274,40 @@ export interface PreviewMeta {
    */
   width: number;
   height: number;
+}
+/**
+ * One tool call of a message, in its meta's `tools` list (index: the call's
+ * number, which its delta runs name). Its arguments and result travel in the
+ * message's deltas (`ToolArgsRun`, `ToolResultRun`).
+ */
+export interface ToolCallMeta {
+  id: string;
+  name: string;
+  state: ToolState;
+  /**
+   * the round of the turn it was asked in (0: the model's first answer)
+   */
+  round: number;
+  /**
+   * it needed a person's approval (the card shows Allow / Deny while it waits)
+   */
+  asks?: boolean;
+  /**
+   * the card offers "Always allow" (not for a tool that runs code)
+   */
+  always?: boolean;
+  /**
+   * one line: why it ended in error / denied / cancelled
+   */
+  error?: string;
+  /**
+   * how long the tool ran, ms (once it ended, if it ran)
+   */
+  ms?: number;
+  /**
+   * characters of the arguments the view did not receive (bounded on the wire)
+   */
+  cut?: number;
 }
 /**
  * One whole message (`StreamingWidget.conversation`, and the `conversation`
@@ -405,6 +526,17 @@ export interface AckMsg {
   render_ms?: number;
 }
 /**
+ * View -> kernel: a person's answer to the approval card of call `call` in reply
+ * `id`. The kernel refuses (and logs) one that does not match a call of that reply
+ * waiting for approval (stale, forged, answered already).
+ */
+export interface ToolApprovalMsg {
+  kind: "tool_approval";
+  id: string;
+  call: string;
+  decision: ToolDecision;
+}
+/**
  * One pane of a `Compare` widget (an entry of the `panes` trait).
  */
 export interface PaneInfo {
@@ -538,9 +670,10 @@ export interface RefusedMsg {
 export const FINAL_STATUSES = ["done", "error", "stopped", "timeout"] as const;
 /**
  * Every part type, in the order a view shows a message's parts (a new type is added
- * to `PartType` and here).
+ * to `PartType` and here). The tool loop's parts (#20) show in the order they
+ * came, between reasoning and answer.
  */
-export const PART_TYPES = ["reasoning", "answer"] as const;
+export const PART_TYPES = ["reasoning", "answer", "tool", "tool_result", "round"] as const;
 /** older kernels' trait that held the whole conversation (a list of `MessageState`) */
 export const STATE_TRAIT = "conversation";
 /** the keys of the widget's state that are not per message */
@@ -554,6 +687,19 @@ export const MAX_VIEW_TEXT = 1000000;
 export const MAX_VIEW_ID = 256;
 export const MAX_SEQ = 9007199254740992;
 export const MAX_RENDER_MS = 3600000.0;
+/** every state of a tool call (a view shows one it does not know as `cancelled`) */
+export const TOOL_STATES = [
+  "streaming",
+  "ready",
+  "awaiting_approval",
+  "running",
+  "done",
+  "error",
+  "denied",
+  "cancelled",
+] as const;
+/** the states a tool call never leaves */
+export const FINAL_TOOL_STATES = ["cancelled", "denied", "done", "error"] as const;
 /**
  * the most bytes the buffers of one Send may carry together: Jupyter's server closes a
  * websocket whose message passes 10 MiB (tornado's `websocket_max_message_size`). The

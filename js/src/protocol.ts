@@ -23,6 +23,7 @@
  *   attachments, their bytes as the message's buffers, in order), {@link StopMsg},
  *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg},
  *   {@link SystemPromptMsg}, {@link SwitchMsg}, {@link EditMsg} (user commands),
+ *   {@link ToolApprovalMsg} (a person's answer to a tool call's approval card),
  *   {@link HelloMsg} when a view renders, {@link ResyncMsg} when
  *   `live` or a final meta names deltas the model lacks, {@link AckMsg} after
  *   the frame that rendered a delta. The kernel checks each against its type.
@@ -39,18 +40,26 @@ import type {
   DeltaMsg,
   FinishReason,
   LoadingMeta,
-  MessageMeta,
   MessageState,
   Mode,
   PaneInfo,
   RefusedMsg,
   Role,
   Status,
+  ToolCallMeta,
+  ToolDisplay,
+  ToolState,
   ViewDebug,
   ViewTraits,
   WelcomeMsg,
+  MessageMeta as WireMeta,
 } from "./protocol.gen";
-import { FINAL_STATUSES as FINAL_STATUS_LIST } from "./protocol.gen";
+import {
+  FINAL_STATUSES as FINAL_STATUS_LIST,
+  FINAL_TOOL_STATES as FINAL_TOOL_STATE_LIST,
+  MAX_VIEW_ID,
+  TOOL_STATES,
+} from "./protocol.gen";
 
 export type {
   AckMsg,
@@ -62,11 +71,11 @@ export type {
   ContinueMsg,
   DeltaBody,
   DeltaMsg,
+  DeltaRun,
   EditMsg,
   FinishReason,
   HelloMsg,
   LoadingMeta,
-  MessageMeta,
   MessageState,
   Mode,
   PaneInfo,
@@ -76,12 +85,21 @@ export type {
   RegenerateMsg,
   ResyncMsg,
   Role,
+  RoundRun,
   SendAttachment,
   SendMsg,
   Status,
   StopMsg,
   SwitchMsg,
   SystemPromptMsg,
+  TextRun,
+  ToolApprovalMsg,
+  ToolArgsRun,
+  ToolCallMeta,
+  ToolDecision,
+  ToolDisplay,
+  ToolResultRun,
+  ToolState,
   ViewDebug,
   ViewMsg,
   ViewTraits,
@@ -98,6 +116,13 @@ export {
 
 /** Statuses after which a message never changes again. */
 export const FINAL_STATUSES: ReadonlySet<string> = new Set<Status>(FINAL_STATUS_LIST);
+
+/**
+ * A message's meta key as the view holds it once checked ({@link toMessageMeta}):
+ * as sent, except that an entry of `tools` of the wrong shape is null (each entry
+ * keeps its call's number).
+ */
+export type MessageMeta = Omit<WireMeta, "tools"> & { tools?: (ToolCallMeta | null)[] };
 
 /** The synced traits the view reads (any of them may be absent). */
 export type ChatTraits = ViewTraits;
@@ -149,12 +174,23 @@ export function isDeltaMsg(x: unknown): x is DeltaMsg {
   );
 }
 
+/** What one delta appends, as the view takes it. */
+export interface DeltaParts {
+  text: string;
+  reasoning: string;
+  /**
+   * Every run in order, when the delta holds one of the tool loop's (null
+   * otherwise: a plain delta costs nothing more).
+   */
+  runs?: ToolRun[] | null;
+}
+
 /**
- * A delta key's value as the answer and reasoning it appends; null when it is
- * not a body (absent, removed, malformed). Runs of a type the view does not
- * know are skipped.
+ * A delta key's value as the answer and reasoning it appends (and, with tool
+ * calls, its runs in order); null when it is not a body (absent, removed,
+ * malformed). Runs of a type the view does not know are skipped.
  */
-export function toDeltaParts(x: unknown): { text: string; reasoning: string } | null {
+export function toDeltaParts(x: unknown): DeltaParts | null {
   if (typeof x === "string") {
     return { text: x, reasoning: "" };
   }
@@ -163,16 +199,27 @@ export function toDeltaParts(x: unknown): { text: string; reasoning: string } | 
   }
   let text = "";
   let reasoning = "";
+  let runs: ToolRun[] | null = null;
+  const ordered: ToolRun[] = [];
   for (const run of x) {
     if (Array.isArray(run) && typeof run[1] === "string") {
-      if (run[0] === "answer") {
-        text += run[1];
-      } else if (run[0] === "reasoning") {
-        reasoning += run[1];
+      if (run[0] === "answer" || run[0] === "reasoning") {
+        if (run[0] === "answer") {
+          text += run[1];
+        } else {
+          reasoning += run[1];
+        }
+        ordered.push({ type: run[0], text: run[1] });
+      } else {
+        const tool = toToolRun(run);
+        if (tool !== null) {
+          ordered.push(tool);
+          runs = ordered;
+        }
       }
     }
   }
-  return { text, reasoning };
+  return { text, reasoning, runs };
 }
 
 /** A message's meta key, checked and completed; null when it is absent or removed. */
@@ -211,6 +258,10 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
   const attachments = toAttachmentMetas(x.attachments);
   if (attachments.length > 0) {
     meta.attachments = attachments;
+  }
+  const tools = toToolMetas(x.tools);
+  if (tools !== null) {
+    meta.tools = tools;
   }
   return meta;
 }
@@ -305,3 +356,83 @@ export function toMessageState(x: unknown): MessageState | null {
   }
   return state;
 }
+
+// ---- tool calls (#20): the checks of what arrives --------------------------------------
+
+/** States a tool call never leaves. */
+export const FINAL_TOOL_STATES: ReadonlySet<string> = new Set<ToolState>(FINAL_TOOL_STATE_LIST);
+
+const KNOWN_TOOL_STATES: ReadonlySet<string> = new Set<ToolState>(TOOL_STATES);
+
+/**
+ * A delta run as the view takes it, in order ({@link DeltaParts}): answer and
+ * reasoning text, a call's argument text (`tool`, {@link ToolArgsRun}), its
+ * result (`tool_result`: what the model was told, and the display the view may
+ * show), where round `n` starts (`round`).
+ */
+export type ToolRun =
+  | { type: "answer" | "reasoning"; text: string }
+  | { type: "tool"; n: number; text: string }
+  | {
+      type: "tool_result";
+      n: number;
+      text: string;
+      /** a {@link ToolDisplay} as sent: each entry is checked where it is shown (toolcard.ts) */
+      display: Record<string, unknown>;
+    }
+  | { type: "round"; n: number };
+
+/** A meta's `tools` list, checked: entries of the wrong shape are left out (null). */
+export function toToolMetas(x: unknown): (ToolCallMeta | null)[] | null {
+  if (!Array.isArray(x)) {
+    return null;
+  }
+  return x.map((t) => {
+    if (!isRecord(t) || typeof t.id !== "string" || typeof t.name !== "string") {
+      return null;
+    }
+    const meta: ToolCallMeta = {
+      id: t.id.slice(0, MAX_VIEW_ID),
+      name: t.name.slice(0, MAX_VIEW_ID),
+      state: (typeof t.state === "string" && KNOWN_TOOL_STATES.has(t.state)
+        ? t.state
+        : "cancelled") as ToolState,
+      round: isSeq(t.round) ? t.round : 0,
+    };
+    if (t.asks === true) {
+      meta.asks = true;
+    }
+    if (t.always === true) {
+      meta.always = true;
+    }
+    if (typeof t.error === "string") {
+      meta.error = t.error.slice(0, 500);
+    }
+    if (typeof t.ms === "number" && Number.isFinite(t.ms) && t.ms >= 0) {
+      meta.ms = t.ms;
+    }
+    if (isSeq(t.cut) && t.cut > 0) {
+      meta.cut = t.cut;
+    }
+    return meta;
+  });
+}
+
+/** One delta run as a {@link ToolRun} when it is one of the tool loop's (or null). */
+function toToolRun(run: unknown[]): ToolRun | null {
+  const [type, text, n] = run;
+  if (typeof text !== "string" || !isSeq(n) || n > 100_000) {
+    return null;
+  }
+  if (type === "tool") {
+    return { type, n, text };
+  }
+  if (type === "tool_result") {
+    return { type, n, text, display: isRecord(run[3]) ? run[3] : {} };
+  }
+  if (type === "round") {
+    return { type, n };
+  }
+  return null;
+}
+// ---- end of tool calls ------------------------------------------------------------------

@@ -72,6 +72,8 @@ export interface ViewActions {
   edit(id: string, text: string): void;
   /** chat: the user edited the system prompt ("": none) */
   setSystemPrompt(text: string): void;
+  /** a person's answer to the approval card of tool call `call` in reply `id` (the kernel checks it) */
+  approveTool(id: string, call: string, decision: "allow" | "always" | "deny"): void;
 }
 
 /** The conversation as the buttons see it. */
@@ -509,6 +511,21 @@ export abstract class BaseView implements WidgetView {
       if (id !== undefined) {
         button.disabled = true;
         this.actions.continueReply(id);
+      }
+    } else if (button.classList.contains("nbs-tool-decide")) {
+      const id = button.closest<HTMLElement>(".nbs-message")?.dataset.id;
+      const call = button.dataset.call;
+      const decision = button.dataset.decision;
+      if (
+        id !== undefined &&
+        call !== undefined &&
+        (decision === "allow" || decision === "always" || decision === "deny")
+      ) {
+        // one answer per card: its buttons wait for the kernel's word (the next meta)
+        for (const b of button.parentElement?.querySelectorAll("button") ?? []) {
+          b.disabled = true;
+        }
+        this.actions.approveTool(id, call, decision);
       }
     } else if (button.classList.contains("nbs-img")) {
       ev.preventDefault(); // a placeholder inside a link loads the image, and only that

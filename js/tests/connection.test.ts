@@ -154,6 +154,16 @@ describe("connection", () => {
     ]);
   });
 
+  it("a restart noticed first as silence is still said to be a restart", () => {
+    const s = setup({ commLive: true });
+    s.c.hello();
+    s.c.setActive(true);
+    s.pass(SILENT_MS + UNANSWERED_IDLE_MS + 2 * CHECK_MS); // the old kernel went quiet
+    expect(s.c.reason).toBe("no-answer");
+    s.kernel?.setStatus("starting"); // then the new one started
+    expect(s.states.at(-1)).toEqual(["lost", "restarted"]);
+  });
+
   it("a live message and a silent kernel: asked again; no answer from an idle kernel: lost", () => {
     // a kernel shut down from elsewhere tells the page nothing; the model's comm
     // still looks live from here

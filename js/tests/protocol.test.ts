@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import {
   deltaKey,
   FINAL_STATUSES,
+  FINAL_TOOL_STATES,
   isRefusedMsg,
   metaKey,
   type Status,
@@ -35,6 +36,13 @@ describe("final statuses", () => {
   });
 });
 
+describe("final tool states", () => {
+  it("are the four endings of a call", () => {
+    expect([...FINAL_TOOL_STATES].sort()).toEqual(["cancelled", "denied", "done", "error"]);
+    expect(FINAL_TOOL_STATES.has("awaiting_approval")).toBe(false);
+  });
+});
+
 describe("toMessageMeta", () => {
   it("completes a bare meta and leaves the optional keys out", () => {
     expect(toMessageMeta({})).toEqual({
@@ -63,6 +71,7 @@ describe("toMessageMeta", () => {
       progress: { text: "loading model", fraction: 0.5 },
       options: { temperature: 0 },
       parent: null,
+      tools: [{ id: "c", name: "f", state: "done", round: 0 }, { id: 3 }],
       attachments: [{ name: "a.png", mime: "image/png", size: 1, kind: "image" }],
     });
     expect(full).toEqual({
@@ -78,6 +87,8 @@ describe("toMessageMeta", () => {
       progress: { text: "loading model", fraction: 0.5 },
       options: { temperature: 0 },
       parent: null,
+      // a malformed call is null, so that each keeps its call's number
+      tools: [{ id: "c", name: "f", state: "done", round: 0 }, null],
       attachments: [{ name: "a.png", mime: "image/png", size: 1, kind: "image" }],
     });
     const bad = toMessageMeta({
@@ -89,6 +100,7 @@ describe("toMessageMeta", () => {
       progress: { text: "  " },
       options: [1],
       stats: "x",
+      tools: { id: "c" },
       attachments: "a.png",
     });
     expect(bad).toEqual({
@@ -174,7 +186,7 @@ describe("delta bodies, modes and panes", () => {
         ["tool-call", "?"],
         ["answer", "b"],
       ]),
-    ).toEqual({ text: "ab", reasoning: "r" });
+    ).toEqual({ text: "ab", reasoning: "r", runs: null });
     expect(toDeltaParts(null)).toBeNull();
     expect(toDeltaParts(7)).toBeNull();
   });

@@ -8,9 +8,9 @@ path is shown), the ids given out, and the entries the views know of (so that
 a removal can be told to them). :meth:`History.conversation_before` is what a
 reply's source sees: the path to it, turns alternating user / assistant.
 
-Answers are anything with an ``id``, a ``parent``, a ``pane``, a ``text`` and
-``history_content()`` (:class:`Answer`): this module imports nothing of the
-widgets. A user turn holds its attachments (#21) with their previews
+Answers are anything with an ``id``, a ``parent``, a ``pane``, a ``text``, its
+``tool_calls`` and ``history_messages()`` (:class:`Answer`): this module imports
+nothing of the widgets. A user turn holds its attachments (#21) with their previews
 (:class:`~nbstream.core.attachment.Attached`, immutable, made on the thread
 that asks), and hands them to the model with its text (:meth:`UserTurn.message`).
 
@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
 from ..core.attachment import Attached, Attachment
@@ -73,7 +74,15 @@ class Answer(Protocol):
     @property
     def text(self) -> str: ...
 
-    def history_content(self, include_reasoning: bool = False) -> str: ...
+    @property
+    def tool_calls(self) -> Sequence[object]:
+        """The tools it called (#20), every round's (empty: none)."""
+        ...
+
+    def history_messages(self, include_reasoning: bool = False) -> list[ChatMessage]:
+        """The answer as the model is shown it later: one assistant turn, or (with tool
+        calls) an assistant turn per round followed by its ``tool`` turns."""
+        ...
 
 
 A = TypeVar("A", bound=Answer)
@@ -168,11 +177,13 @@ class History(Generic[A]):
         """What ``reply``'s source sees: ``system_prompt``, then each earlier prompt
         with its answer as shown beside ``reply`` (its pane, in a Compare), then
         ``reply``'s own prompt; earlier answers' reasoning with ``include_reasoning``.
+        An earlier answer that called tools is its rounds, each an assistant turn
+        with its ``tool_calls`` and a ``tool`` turn per result (OpenAI's shape).
 
         Turns alternate user / assistant, as chat templates require: a prompt
-        whose answer has no text (stopped before its first piece, failed or
-        timed out at once) is left out together with that empty answer. The
-        widget still shows both; only the model does not see them.
+        whose answer has no text and no tool call (stopped before its first
+        piece, failed or timed out at once) is left out together with that empty
+        answer. The widget still shows both; only the model does not see them.
         """
         msgs: list[ChatMessage] = []
         if system_prompt:
@@ -184,10 +195,10 @@ class History(Generic[A]):
                 break
             if isinstance(e, UserTurn):
                 unanswered = e  # an earlier prompt left unanswered is dropped
-            elif e.pane == reply.pane and unanswered is not None and e.text:
+            elif (e.pane == reply.pane and unanswered is not None
+                  and (e.text or e.tool_calls)):
                 msgs.append(unanswered.message())
-                msgs.append({"role": "assistant",
-                             "content": e.history_content(include_reasoning)})
+                msgs.extend(e.history_messages(include_reasoning))
                 unanswered = None
         if unanswered is not None:
             msgs.append(unanswered.message())

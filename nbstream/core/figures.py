@@ -70,7 +70,7 @@ class Figures:
             if self._first_reasoning_at is None:
                 self._first_reasoning_at = now
             self._last_reasoning_at = now
-        elif self._first_answer_at is None:
+        elif kind == "answer" and self._first_answer_at is None:
             self._first_answer_at = now
         self._piece_times.append(now)
         self._piece_chars.append(chars)

@@ -28,8 +28,10 @@ sent) are a :class:`~nbstream.core.figures.Figures` the stream records into
 under its condition.
 
 A message is made of **parts**: runs of text of one type (``"reasoning"``,
-``"answer"``; see ``pieces.py``), in the order they arrived. A piece's type is
-its Python type (a :class:`~nbstream.core.pieces.Reasoning` is thinking, a plain
+``"answer"``, and the tool loop's ``"tool"``, ``"tool_result"``, ``"round"``;
+see ``pieces.py`` and :data:`Run`), in the order they arrived. A piece's type is
+its Python type (a :class:`~nbstream.core.pieces.Reasoning` is thinking, a
+:class:`~nbstream.core.pieces.ToolArgs` a tool call's arguments..., a plain
 ``str`` answer text). The message is the concatenation of ``_sent`` (deltas
 already sent, numbered ``1..seq``, each a :data:`Body`) and ``_pending``
 (pieces received, not yet sent). A delta moves all of ``_pending`` to
@@ -70,12 +72,15 @@ from .pieces import (
     FinishReason,
     Outcome,
     PartType,
+    RoundStart,
     Status,
+    ToolArgs,
+    ToolOutput,
     part_type,
 )
 
-__all__ = ["LOADING_INTERVAL", "Body", "Clock", "Delta", "Flush", "Limits", "Stream",
-           "body_runs", "body_text", "make_body"]
+__all__ = ["LOADING_INTERVAL", "Body", "Clock", "Delta", "Flush", "Limits", "Run", "Stream",
+           "body_runs", "body_text", "make_body", "run_of"]
 
 Clock = Callable[[], float]
 
@@ -84,28 +89,49 @@ Clock = Callable[[], float]
 LOADING_INTERVAL = 0.25
 
 
+#: One run of a delta: ``(type, text)`` for answer and reasoning text; a tool call's
+#: argument text is ``("tool", text, call)`` and its result ``("tool_result", text,
+#: call, display)`` (``call``: the call's number in the message; see pieces.ToolArgs);
+#: ``("round", "", r)`` marks where round ``r`` (>= 1) of a tool loop starts.
+Run = tuple[Any, ...]
+
 #: What one delta appends to a message: a ``str`` when it is all answer text
 #: (the common case, and the cheapest on the wire), else the runs of parts in
-#: order, ``((type, text), ...)``, consecutive runs of one type merged.
-Body = str | tuple[tuple[PartType, str], ...]
+#: order, consecutive runs of one type (and call) merged.
+Body = str | tuple[Run, ...]
 
 
-def make_body(runs: list[tuple[PartType, str]]) -> Body:
-    """The compact :data:`Body` of ``runs`` (merged by type, empty runs dropped)."""
-    merged: list[tuple[PartType, str]] = []
-    for kind, text in runs:
-        if not text:
+def run_of(piece: str) -> Run:
+    """The run a piece makes (see :data:`Run`)."""
+    if isinstance(piece, RoundStart):
+        return ("round", "", piece.round)
+    if isinstance(piece, ToolArgs):
+        return ("tool", str(piece), piece.call)
+    if isinstance(piece, ToolOutput):
+        return ("tool_result", str(piece), piece.call, dict(piece.display))
+    return (part_type(piece), str(piece))
+
+
+def make_body(runs: list[Run]) -> Body:
+    """The compact :data:`Body` of ``runs`` (merged by type and call; empty text runs
+    dropped, a tool call's runs kept: its first marks its place)."""
+    merged: list[Run] = []
+    for run in runs:
+        kind, text = run[0], run[1]
+        if not text and kind in ("answer", "reasoning"):
             continue
-        if merged and merged[-1][0] == kind:
-            merged[-1] = (kind, merged[-1][1] + text)
+        last = merged[-1] if merged else None
+        if (last is not None and last[0] == kind and kind in ("answer", "reasoning", "tool")
+                and last[2:] == run[2:]):
+            merged[-1] = (kind, last[1] + text, *run[2:])
         else:
-            merged.append((kind, text))
-    if all(kind == "answer" for kind, _ in merged):
-        return "".join(text for _, text in merged)
+            merged.append(tuple(run))
+    if all(run[0] == "answer" for run in merged):
+        return "".join(run[1] for run in merged)
     return tuple(merged)
 
 
-def body_runs(body: Body) -> tuple[tuple[PartType, str], ...]:
+def body_runs(body: Body) -> tuple[Run, ...]:
     """The runs of ``body`` (a ``str`` body is one answer run)."""
     if isinstance(body, str):
         return (("answer", body),) if body else ()
@@ -116,7 +142,7 @@ def body_text(body: Body, kind: PartType = "answer") -> str:
     """The text of ``body``'s parts of type ``kind``."""
     if isinstance(body, str):
         return body if kind == "answer" else ""
-    return "".join(text for k, text in body if k == kind)
+    return "".join(run[1] for run in body if run[0] == kind)
 
 
 class Delta(NamedTuple):
@@ -134,7 +160,7 @@ class Delta(NamedTuple):
     @property
     def chars(self) -> int:
         """Characters of every part this delta appends."""
-        return sum(len(t) for _, t in body_runs(self.body))
+        return sum(len(run[1]) for run in body_runs(self.body))
 
 
 @dataclass(frozen=True)
@@ -173,7 +199,9 @@ class Stream:
     ``_status``, ``ended_at``: :meth:`settle`); any thread's :meth:`cancel`
     discards the pending pieces and makes the stream final. ``_figures`` is
     recorded into by the producer (pieces, backpressure, tokens) and the pump
-    (deltas, acks, bytes).
+    (deltas, acks, bytes). The tool loop (``widgets/toolturn.py``, on the worker
+    and its tool threads: the producer's side) pauses and resumes the time
+    limits (``_paused``, ``_resumed_at``: :meth:`pause`, :meth:`resume`).
     """
 
     def __init__(
@@ -235,6 +263,10 @@ class Stream:
         #: set by the pump once the final meta went to the comm (see wait_final_sent)
         self._final_sent = threading.Event()
         self._attached = False
+        #: tool loop: while paused (tools run, or wait for approval) no time limit applies;
+        #: after a resume, the first-piece and stall limits count from it
+        self._paused = False
+        self._resumed_at: float | None = None
 
     @classmethod
     def from_parts(
@@ -247,23 +279,29 @@ class Stream:
         finish_reason: FinishReason | None = "stop",
         error: str | None = None,
         clock: Clock = time.monotonic,
+        runs: list[Run] | None = None,
     ) -> Stream:
         """A message that already ended elsewhere (loaded from a file, or given as
         history): final from the start, its parts in one delta (seq 1; none when
         empty), so the pump sends it like any finished reply. ``finish_reason``
-        counts for ``done`` only (the others follow from the status)."""
+        counts for ``done`` only (the others follow from the status). ``runs``, when
+        given, are its parts in order (tool calls included: ``text`` and
+        ``reasoning`` are then ignored)."""
         if status not in FINAL_STATUSES:
             raise ValueError(f"a restored message has a final status, got {status!r}")
         s = cls(stream_id, clock=clock)
         s.restored = True
-        body = make_body([("reasoning", reasoning), ("answer", text)])
+        if runs is None:
+            runs = [("reasoning", reasoning), ("answer", text)]
+        body = make_body(runs)
         with s._cond:
             if body:
                 s._sent.append(body)
-                s._sent_chars = len(text) + len(reasoning)
+                s._sent_chars = sum(len(run[1]) for run in body_runs(body))
                 s._seq = s._handed = s._acked = 1  # nothing to acknowledge
-            s._texts = {"answer": [text] if text else [], "reasoning": [reasoning] if reasoning
-                        else []}
+            s._texts = {kind: [] for kind in PART_TYPES}
+            for run in body_runs(body):
+                s._texts[run[0]].append(run[1])
             if status == "done":
                 s._outcome = Outcome(finish_reason)
             s._make_final(status, error)
@@ -275,7 +313,7 @@ class Stream:
 
         Raises :class:`Cancelled` once the stream was stopped or ended.
         """
-        if not piece:
+        if not piece and not isinstance(piece, (ToolArgs, RoundStart)):
             self._check_open()
             return
         with self._cond:
@@ -520,15 +558,17 @@ class Stream:
 
     def _deadline(self) -> float:
         lim = self.limits
-        if self.started_at is None or self._status != "running":
+        if self.started_at is None or self._status != "running" or self._paused:
             return math.inf
         t = math.inf
         if lim.total is not None:
             t = min(t, self.started_at + lim.total)
+        # after a tool round, the first-piece and stall limits count from the resume
+        start = self.started_at if self._resumed_at is None else self._resumed_at
         last_piece = self._figures.last_piece_at
-        if last_piece is None or last_piece < self.started_at:
+        if last_piece is None or last_piece < start:
             if lim.first_piece is not None:
-                t = min(t, self.started_at + lim.first_piece)
+                t = min(t, start + lim.first_piece)
         elif lim.stall is not None:
             t = min(t, last_piece + lim.stall)
         return t
@@ -545,7 +585,7 @@ class Stream:
             return d
 
     def _flush(self, now: float) -> Delta:
-        body = make_body([(part_type(p), str(p)) for p in self._pending])
+        body = make_body([run_of(p) for p in self._pending])
         chars = self._pending_chars
         self._seq += 1
         self._figures.flushed(self._seq, self._pending_since, now, chars)
@@ -606,6 +646,8 @@ class Stream:
         lim, start = self.limits, self.started_at or now
         if lim.total is not None and now >= start + lim.total:
             return f"no end after {lim.total:g} s"
+        if self._resumed_at is not None:
+            start = self._resumed_at
         last_piece = self._figures.last_piece_at
         if last_piece is None or last_piece < start:
             return f"no first token after {lim.first_piece:g} s"
@@ -642,6 +684,35 @@ class Stream:
                 self._error_text if self._status in ("error", "timeout") else None,
                 self._detail,
             )
+
+    # ------------------------------------------------------- tool loop (#20)
+    def pause(self) -> None:
+        """The reply waits for its tools (or a person's approval): no time limit applies
+        until :meth:`resume` (producer side: the tool loop)."""
+        with self._cond:
+            self._paused = True
+        self.on_wake(self)
+
+    def resume(self) -> None:
+        """The model is asked again after a tool round: the time limits apply again, the
+        first-piece and stall limits counting from now."""
+        with self._cond:
+            self._paused = False
+            self._resumed_at = self._clock()
+        self.on_wake(self)
+
+    def touch(self) -> None:
+        """Something the message's meta carries changed (a tool call's state): the pump
+        sends the meta again."""
+        self.on_status(self)
+
+    def runs(self) -> list[Run]:
+        """Every part received so far (sent or not), in order, merged (see :data:`Run`)."""
+        with self._cond:
+            runs = [run for body in self._sent for run in body_runs(body)]
+            runs += [run_of(p) for p in self._pending]
+        body = make_body(runs)
+        return list(body_runs(body))
 
     # ------------------------------------------------------------------ figures
     def stats(self) -> dict[str, Any]:

@@ -23,7 +23,7 @@ from .base import (
 )
 from .iterator import IteratorSource
 from .replay import RecordedOutcome, Recorder, Recording, RecordingError, ReplaySource, record
-from .scripted import ScriptedFailure, ScriptedSource
+from .scripted import ScriptedCall, ScriptedFailure, ScriptedSource, call
 from .think import ThinkSplitter, ThinkTags
 
 if TYPE_CHECKING:
@@ -45,6 +45,7 @@ __all__ = [
     "RecordingError",
     "ReplaySource",
     "ResponsesSource",
+    "ScriptedCall",
     "ScriptedFailure",
     "ScriptedSource",
     "Source",
@@ -54,6 +55,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolSchema",
     "TransformersSource",
+    "call",
     "record",
     "report_loading",
 ]

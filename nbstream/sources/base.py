@@ -36,6 +36,9 @@ __all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source",
            "ToolCallDelta", "ToolSchema", "check_source", "report_loading", "source_name"]
 
 
+#: what a source calls per piece: a ``str`` (answer text) or a :class:`Reasoning`. The
+#: pipeline's ``emit`` also takes :class:`ToolCallDelta` pieces (a source with
+#: ``supports_tools``); the type says text, so such a source casts (``toolcalls.emit_call``)
 Emit = Callable[[str], None]
 
 

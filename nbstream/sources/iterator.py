@@ -12,7 +12,14 @@ Parts and endings: a plain ``str`` is answer text; yield
 ``Reasoning("…")`` (``nbstream.sources.Reasoning``) for the model's thinking. To say
 how the generation ended, yield an :class:`~nbstream.core.pieces.Outcome` as the
 last item (``yield Outcome("length", usage={...})``), or ``return`` one from
-a (sync) generator; without one it ended with ``"stop"``. Text with inline
+a (sync) generator; without one it ended with ``"stop"``.
+
+Tool calls: yield :func:`~nbstream.sources.call` items (``yield call("get_weather",
+city="Paris")``) or :class:`~nbstream.core.pieces.ToolCallDelta` pieces as a model
+streams them; a reply that yielded calls ends with ``finish_reason="tool_calls"``
+(unless an Outcome says otherwise). A function of two parameters,
+``fn(messages, tools)``, also receives the tools the chat offers (OpenAI's
+function-tool JSON). Text with inline
 ``<think>…</think>`` is split into reasoning and answer with
 ``think_tags=True`` (``"opened"``: the text starts inside a block the
 template opened); by default (``think_tags=False``) the text is left as it
@@ -35,12 +42,15 @@ import reprlib
 import sys
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Sequence
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 from ..core.attachment import ANY_TYPE
-from ..core.pieces import Outcome
-from .base import Cancelled, ChatMessage, Emit, Source
+from ..core.pieces import Outcome, ToolCallDelta, ToolSchema
+from ..generation import GenerationOptions
+from .base import Cancelled, ChatMessage, Emit, Source, source_name
+from .scripted import ScriptedCall
 from .think import ThinkSplitter, ThinkTags, check_think_options, splitting
+from .toolcalls import emit_call
 
 #: what the function may return: pieces (``str`` or ``Reasoning``), and
 #: optionally an ``Outcome`` as the last item
@@ -50,7 +60,10 @@ PieceSource = Iterable[str | Outcome] | AsyncIterable[str | Outcome]
 class IteratorSource(Source):
     """Stream the strings produced by ``fn(messages)`` (sync or async)."""
 
-    def __init__(self, fn: Callable[[Sequence[ChatMessage]], PieceSource], *,
+    #: the function may yield tool calls (and take the tools as a second argument)
+    supports_tools: ClassVar[bool] = True
+
+    def __init__(self, fn: Callable[..., PieceSource], *,
                  label: str | None = None, think_tags: ThinkTags = False) -> None:
         """``label`` is shown in the view (default: :func:`given_name` of ``fn``;
         ``""``: nothing)."""
@@ -59,6 +72,7 @@ class IteratorSource(Source):
             raise TypeError(f"IteratorSource(label=...) must be a str, got "
                             f"{type(label).__name__} {reprlib.repr(label)}")
         self.fn = fn
+        self._takes_tools = _takes_two(fn)
         self.think_tags, _ = check_think_options(think_tags, where="IteratorSource")
         self._label: str = given_name(fn) if label is None else label
         # what errors and the repr call it: the label, else the function's own name
@@ -81,7 +95,17 @@ class IteratorSource(Source):
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
                  cancel: threading.Event) -> Outcome | None:
-        produced = _check_produced(self.fn(list(messages)), self._name)
+        return self.generate_with(messages, emit, cancel, GenerationOptions())
+
+    def generate_with(self, messages: Sequence[ChatMessage], emit: Emit,
+                      cancel: threading.Event, options: GenerationOptions,
+                      tools: Sequence[ToolSchema] = ()) -> Outcome | None:
+        if options:
+            raise ValueError(f"{source_name(self)} takes no generation options, "
+                             f"got {sorted(options)}")
+        produced = _check_produced(
+            self.fn(list(messages), list(tools)) if self._takes_tools else self.fn(list(messages)),
+            self._name)
         finish = None
         if self.think_tags:
             emit, finish = splitting(emit, ThinkSplitter(start_inside=self.think_tags == "opened"))
@@ -92,6 +116,8 @@ class IteratorSource(Source):
             outcome = _drain_sync(produced, emit, cancel, ending)
         if finish is not None and not cancel.is_set():
             finish()
+        if outcome is None and ending.calls:
+            return Outcome("tool_calls")
         return outcome
 
     def __repr__(self) -> str:
@@ -132,9 +158,11 @@ def _check_fn(fn: object) -> None:
     try:
         sig.bind([])
     except TypeError:
+        if _takes_two(fn):
+            return
         raise TypeError(f"IteratorSource(fn): fn must take one argument (the conversation, "
-                        f"a list of {{'role', 'content'}} dicts); {_name(fn)}{sig} "
-                        "cannot be called with one") from None
+                        f"a list of {{'role', 'content'}} dicts), or two (the conversation and "
+                        f"the tools); {_name(fn)}{sig} cannot be called with one") from None
 
 
 def _check_produced(produced: object, label: str) -> PieceSource:
@@ -150,6 +178,19 @@ def _check_produced(produced: object, label: str) -> PieceSource:
     return cast(PieceSource, produced)
 
 
+def _takes_two(fn: object) -> bool:
+    """Whether ``fn`` takes (messages, tools)."""
+    try:
+        sig = inspect.signature(fn)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    try:
+        sig.bind([], [])
+    except TypeError:
+        return False
+    return True
+
+
 def _name(fn: object) -> str:
     return str(getattr(fn, "__qualname__", getattr(fn, "__name__", type(fn).__name__)))
 
@@ -162,21 +203,33 @@ class _Ending:
         self.label = label
         self.outcome: Outcome | None = None
         self._count = itertools.count(1)
+        #: tool calls yielded (call(...) items get the indexes 0, 1, ... and ids call_<n>)
+        self.calls = 0
+        self._ids = itertools.count(1)
 
-    def take(self, item: Any) -> str | None:
-        """The piece ``item`` is, or None if it was the Outcome."""
+    def take(self, item: Any) -> list[str | ToolCallDelta] | None:
+        """The pieces ``item`` makes, or None if it was the Outcome."""
         if self.outcome is not None:
             raise TypeError("the function yielded something after an Outcome; "
                             "an Outcome must be the last item")
         if isinstance(item, Outcome):
             self.outcome = item
             return None
+        if isinstance(item, ToolCallDelta):
+            if item.name is not None:
+                self.calls += 1
+            return [item]
+        if isinstance(item, ScriptedCall):
+            index = self.calls
+            self.calls += 1
+            cid = item.id or f"call_{next(self._ids)}"
+            return [ToolCallDelta(index, item.arguments, id=cid, name=item.name)]
         n = next(self._count)
         if not isinstance(item, str):
             raise TypeError(f"IteratorSource function {self.label!r} yielded piece #{n} of type "
                             f"{type(item).__name__} ({reprlib.repr(item)}); every piece "
-                            "must be a str (or Reasoning), or an Outcome last")
-        return item
+                            "must be a str (or Reasoning), a tool call, or an Outcome last")
+        return [item]
 
     def returned(self, value: Any) -> None:
         """A generator's return value: an Outcome, or None."""
@@ -185,6 +238,13 @@ class _Ending:
         elif value is not None and not isinstance(value, Outcome):
             raise TypeError(f"the generator returned {type(value).__name__}; "
                             "return an Outcome or nothing")
+
+
+def _emit(emit: Emit, piece: str | ToolCallDelta) -> None:
+    if isinstance(piece, ToolCallDelta):
+        emit_call(emit, piece)
+    else:
+        emit(piece)
 
 
 def _drain_sync(produced: Iterable[Any], emit: Emit,
@@ -199,9 +259,8 @@ def _drain_sync(produced: Iterable[Any], emit: Emit,
                 return ending.outcome
             if cancel.is_set():
                 raise Cancelled()
-            piece = ending.take(item)
-            if piece is not None:
-                emit(piece)
+            for piece in ending.take(item) or ():
+                _emit(emit, piece)
     finally:
         close = getattr(it, "close", None)
         if close is not None:
@@ -227,9 +286,8 @@ def _drain_async(produced: AsyncIterable[Any], emit: Emit,
                     item = nxt.result()
                 except StopAsyncIteration:
                     return
-                piece = ending.take(item)
-                if piece is not None:
-                    emit(piece)
+                for piece in ending.take(item) or ():
+                    _emit(emit, piece)
         finally:
             aclose = getattr(it, "aclose", None)
             if aclose is not None:

@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Callable, Mapping
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
-from ..core.pieces import Reasoning
+from ..core.pieces import Reasoning, ToolCallDelta
 
 __all__ = ["CLOSE", "OPEN", "ThinkSplitter", "ThinkTags", "check_think_options", "splitting"]
 
@@ -203,9 +203,15 @@ def splitting(emit: Callable[[str], None], splitter: ThinkSplitter
               ) -> tuple[Callable[[str], None], Callable[[], None]]:
     """``(emit2, finish)``: ``emit2`` feeds the splitter and emits what it gives;
     ``finish()`` emits what it held at the end. Explicit :class:`Reasoning`
-    pieces pass through as they are."""
+    pieces pass through as they are, and so do tool-call pieces (after what the
+    splitter held)."""
 
     def emit2(piece: str) -> None:
+        if isinstance(piece, ToolCallDelta):  # (the pipeline's emit takes these too)
+            for part in splitter.flush():
+                emit(part)
+            cast(Callable[[object], None], emit)(piece)
+            return
         if isinstance(piece, Reasoning):
             for part in splitter.flush():
                 emit(part)

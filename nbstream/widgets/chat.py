@@ -26,6 +26,7 @@ from ..sources.base import Source, check_source, source_name
 from ..sources.content_parts import chat_content
 from .protocol import ViewMsg
 from .reply import Reply
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
 from .widget import StreamingWidget
 from .wire import BadViewMessage
 
@@ -76,6 +77,8 @@ class ChatWidget(StreamingWidget):
         system_prompt: str | None = None,
         generation: GenerationOptions | None = None,
         messages: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Any] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         **options: Unpack[StreamOptions],
     ) -> None:
         """A chat on ``source`` (None: the embedded default model).
@@ -89,7 +92,10 @@ class ChatWidget(StreamingWidget):
         (what :meth:`to_messages` returns; a first ``system`` message sets the
         system prompt; an assistant's dict may also carry ``reasoning`` and a
         final ``status``), shown at once and seen by the model with the next
-        question.
+        question. ``tools``: functions (or :class:`~nbstream.tools.Tool` objects, MCP
+        servers) the model may call (see :attr:`tools`; each call waits for a
+        person's approval unless its tool says ``approve=True``), at most
+        ``max_tool_rounds`` rounds of calls per question.
         """
         opts = parse_options(ChatWidget.__init__, options)
         check_system_prompt(system_prompt, "ChatWidget")
@@ -105,6 +111,8 @@ class ChatWidget(StreamingWidget):
         self.source = source
         self.system_prompt = system_prompt
         self.generation = generation
+        self.max_tool_rounds = max_tool_rounds
+        self._set_tools(tools, "ChatWidget")
         self._update_attachment_policy()
         if history.messages:
             self._restore(history.messages, source)
@@ -199,17 +207,27 @@ class ChatWidget(StreamingWidget):
                     item["attachments"] = list(e.attachments)
                 out.append(item)
             else:
-                out.append({"role": "assistant", "content": e.text, "id": e.id,
-                            "status": e.status})
+                m: dict[str, Any] = {"role": "assistant", "content": e.text, "id": e.id,
+                                     "status": e.status}
+                calls = e.tool_calls
+                if calls:  # (#20) every call of every round, with where it stands
+                    m["tool_calls"] = [
+                        {"id": c.id, "name": c.name, "arguments": c.arguments,
+                         "state": c.state, "result": None if c.result is None
+                         else c.result.text} for c in calls]
+                out.append(m)
         return out
 
     def to_messages(self, include_reasoning: bool = False) -> list[dict[str, Any]]:
         """The conversation shown, OpenAI-style: ``[{"role", "content"}, ...]``, the
         system prompt first (if any). Every message shown is there, an answer with no
-        text too. With ``include_reasoning``, a reply's reasoning comes first in its
-        content in ``<think>`` tags (as ``include_reasoning_in_history`` sends it to
-        the model). A question with attachments has OpenAI content parts as its
-        content (``text``, ``image_url`` with a ``data:`` URL, ``file``; see
+        text too. A reply that called tools is an assistant turn per round, with its
+        ``tool_calls``, each followed by a ``"tool"`` turn per call (``tool_call_id``,
+        ``name``, and as ``content`` what the model was told). With
+        ``include_reasoning``, a reply's reasoning comes first in its content in
+        ``<think>`` tags (as ``include_reasoning_in_history`` sends it to the model).
+        A question with attachments has OpenAI content parts as its content
+        (``text``, ``image_url`` with a ``data:`` URL, ``file``; see
         :func:`~nbstream.sources.content_parts.chat_content`).
         ``ChatWidget(source, messages=chat.to_messages(...))`` reads every form back."""
         out: list[dict[str, Any]] = []
@@ -218,8 +236,8 @@ class ChatWidget(StreamingWidget):
         for e in self._history.path():
             if isinstance(e, UserTurn):
                 out.append({"role": "user", "content": chat_content(e.message())})
-            else:
-                out.append({"role": "assistant", "content": e.history_content(include_reasoning)})
+            else:  # one assistant turn, or (tool calls) one per round with its tool turns
+                out.extend(dict(m) for m in e.history_messages(include_reasoning))
         return out
 
     def to_markdown(self) -> str:
@@ -324,6 +342,9 @@ class ChatWidget(StreamingWidget):
         n = len(self._history.path())
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
 
+    def _sources(self) -> list[Source]:
+        return [self.source]
+
     # -------------------------------------------------------------- internals
     def _edit(self, target: UserTurn, text: str,
               attached: tuple[Attached, ...] | None = None) -> Reply:
@@ -348,8 +369,14 @@ class ChatWidget(StreamingWidget):
                 status, finish = e.status, e.finish_reason
                 if live_as_stopped and status not in FINAL_STATUSES:
                     status, finish = "stopped", "cancelled"
+                rounds = None
+                if e.tool_calls:  # (#20) round by round, with each call as it ended
+                    rounds = tuple({"reasoning": r["reasoning"], "content": r["content"],
+                                    "tool_calls": [c.saved() for c in r["calls"]]}
+                                   for r in e.rounds())
                 m = StoredMessage(e.id, e.parent, "assistant", e.text, e.reasoning, status,
-                                  finish, e.reason if status in ("error", "timeout") else None)
+                                  finish, e.reason if status in ("error", "timeout") else None,
+                                  rounds)
             out.append(m)
         return Transcript(tuple(out), current, self.system_prompt, self.title)
 

@@ -21,6 +21,7 @@ from ..options import StreamOptions, Unpack, parse_options, with_options
 from ..sources.base import Source, check_source
 from .protocol import ViewMsg
 from .reply import Reply
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
 from .widget import StreamingWidget
 from .wire import BadViewMessage
 
@@ -46,12 +47,16 @@ class Compare(StreamingWidget):
         labels: Sequence[str] | None = None,
         system_prompt: str | None = None,
         title: str = "",
+        tools: Sequence[Any] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         **options: Unpack[StreamOptions],
     ) -> None:
         """Compare ``sources`` (at least two); ask them ``prompt`` at once if given.
 
         ``labels`` name the panes (default: each source's label; a pane whose
-        source shows no label is called "Pane 2" in the view).
+        source shows no label is called "Pane 2" in the view). ``tools``: the
+        functions every model may call (see ``ChatWidget``; each pane runs its own
+        calls, each waiting for approval unless its tool says ``approve=True``).
         """
         opts = parse_options(Compare.__init__, options)
         check_system_prompt(system_prompt, "Compare")
@@ -87,9 +92,14 @@ class Compare(StreamingWidget):
         self.sources = sources
         self.labels = names
         self.system_prompt = system_prompt
+        self.max_tool_rounds = max_tool_rounds
+        self._set_tools(tools, "Compare")
         self._update_attachment_policy()
         if prompt is not None:
             self.send(prompt)
+
+    def _sources(self) -> list[Source]:
+        return list(self.sources)
 
     def send(self, text: str, attachments: Sequence[Any] | None = None) -> list[Reply]:
         """Ask every source ``text``; returns one reply per pane, in pane order.

@@ -76,10 +76,13 @@ Direction rules (who may send what, how often, and why):
   sends :class:`ResyncMsg`; the kernel answers by re-sending the missing
   delta keys and the meta. A message whose meta is final is complete once
   its deltas ``1..seq`` are applied; nothing else of it changes.
-* **Parts.** A delta carries runs of typed parts (:data:`PartType`: today
-  ``"reasoning"`` and ``"answer"``). A view shows each type in its own block
-  and ignores a type it does not know, so a new type (tool calls...) is added
-  without another redesign.
+* **Parts.** A delta carries runs of typed parts (:data:`PartType`:
+  ``"reasoning"``, ``"answer"``, and the tool loop's: a tool call's ``"tool"``
+  argument text, its ``"tool_result"`` and the ``"round"`` markers; see
+  :data:`DeltaRun` and :class:`ToolCallMeta`). A view shows each type in its own
+  block and ignores a type it does not know, so a new type is added without
+  another redesign (a view of an older version shows the text of a reply with
+  tool calls, without the calls).
 * **Binary buffers.** JSON cannot hold bytes, so the schema declares where
   they are and ipywidgets carries them beside the JSON, as the Jupyter
   messaging protocol's ``buffers`` (never base64 on the wire). Kernel -> view:
@@ -98,7 +101,8 @@ Direction rules (who may send what, how often, and why):
   with the reason (:class:`RefusedMsg`).
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
   :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
-  :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`),
+  :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`,
+  :class:`ToolApprovalMsg`),
   :class:`HelloMsg` when a view is rendered (the kernel re-sends the metas of live
   messages and ``live``), and
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
@@ -121,14 +125,25 @@ from typing import Annotated, Any, Literal, TypedDict
 from msgspec import Meta
 
 from ..core.attachment import AttachmentKind
-from ..core.pieces import FINAL_STATUSES, PART_TYPES, FinishReason, PartType, Status
+from ..core.pieces import (
+    FINAL_STATUSES,
+    FINAL_TOOL_STATES,
+    PART_TYPES,
+    TOOL_STATES,
+    FinishReason,
+    PartType,
+    Status,
+    ToolDecision,
+    ToolState,
+)
 
 if sys.version_info >= (3, 11):
     from typing import NotRequired
 else:  # pragma: no cover
     from typing_extensions import NotRequired
 
-__all__ = ["FINAL_STATUSES", "PART_TYPES", "Status"]  # re-exported: the wire carries them
+__all__ = ["FINAL_STATUSES", "FINAL_TOOL_STATES", "PART_TYPES", "TOOL_STATES", "Status",
+           "ToolDecision", "ToolState"]  # re-exported: the wire carries them
 
 Role = Literal["user", "assistant", "system"]
 
@@ -138,8 +153,10 @@ Role = Literal["user", "assistant", "system"]
 #: per pane, one shared input box: Compare).
 Mode = Literal["chat", "stream", "compare"]
 
-#: What one delta appends: a string (all answer text) or ``[[type, text], ...]``.
-DeltaBody = str | list[list[str]]
+#: One run of a delta: ``[type, text]`` for answer and reasoning text (a view ignores
+#: a run of a type it does not know; the tool loop's runs are :data:`ToolArgsRun`,
+#: :data:`ToolResultRun` and :data:`RoundRun`)
+TextRun = tuple[Literal["answer", "reasoning"], str]
 
 #: bounds on what a view message may carry (a message beyond one is refused)
 MAX_VIEW_TEXT = 1_000_000
@@ -162,7 +179,81 @@ class LoadingMeta(TypedDict):
     fraction: float | None
 
 
-# ---------------------------------------------------------------- attachments (#21)
+# ---- tool calls (#20) -------------------------------------------------------------------
+# (the states of a call and a person's answer are declared beside the statuses, in
+# core/pieces.py: ToolState, TOOL_STATES, FINAL_TOOL_STATES, ToolDecision)
+
+
+class ToolCallMetaExtras(TypedDict, total=False):
+    """Keys a :class:`ToolCallMeta` carries only where they apply."""
+
+    #: it needed a person's approval (the card shows Allow / Deny while it waits)
+    asks: bool
+    #: the card offers "Always allow" (not for a tool that runs code)
+    always: bool
+    #: one line: why it ended in error / denied / cancelled
+    error: str
+    #: how long the tool ran, ms (once it ended, if it ran)
+    ms: float
+    #: characters of the arguments the view did not receive (bounded on the wire)
+    cut: int
+
+
+class ToolCallMeta(ToolCallMetaExtras):
+    """One tool call of a message, in its meta's ``tools`` list (index: the call's
+    number, which its delta runs name). Its arguments and result travel in the
+    message's deltas (:data:`ToolArgsRun`, :data:`ToolResultRun`)."""
+
+    id: str
+    name: str
+    state: ToolState
+    #: the round of the turn it was asked in (0: the model's first answer)
+    round: int
+
+
+#: A tool result as the view may show it (tools/results.py): MIME type -> data, each
+#: bounded (``DISPLAY_LIMITS``; images base64, PNG or JPEG only; HTML and Markdown
+#: sanitized by the view like model output), and ``omitted``: MIME type -> characters
+#: of the displays left out for their size.
+ToolDisplay = TypedDict("ToolDisplay", {
+    "text/html": str,
+    "text/markdown": str,
+    "image/png": str,
+    "image/jpeg": str,
+    "omitted": dict[str, int],
+}, total=False)
+
+#: ``["tool", text, n]``: a piece of the argument text (JSON) of the message's tool
+#: call number ``n`` (0, 1, ... over its rounds), in order as it streams; the first
+#: (maybe empty) marks the call's place among the parts
+ToolArgsRun = tuple[Literal["tool"], str, int]
+#: ``["tool_result", text, n, display]``: the result of call ``n``: the text the model
+#: was told, and what the view may show
+ToolResultRun = tuple[Literal["tool_result"], str, int, ToolDisplay]
+#: ``["round", "", r]``: round ``r`` (1, 2, ...) of the tool loop starts here: the
+#: model asked again with the results of the calls before it
+RoundRun = tuple[Literal["round"], Literal[""], int]
+
+
+class ToolApprovalMsg(TypedDict):
+    """View -> kernel: a person's answer to the approval card of call ``call`` in reply
+    ``id``. The kernel refuses (and logs) one that does not match a call of that reply
+    waiting for approval (stale, forged, answered already)."""
+
+    kind: Literal["tool_approval"]
+    id: ViewId
+    call: ViewId
+    decision: ToolDecision
+
+
+#: the tool loop's types and constants, for ``GENERATED`` below
+TOOL_TYPES: tuple[Any, ...] = (ToolState, ToolDecision, ToolCallMeta, ToolDisplay,
+                               ToolArgsRun, ToolResultRun, RoundRun, ToolApprovalMsg)
+TOOL_CONSTANTS = ("TOOL_STATES", "FINAL_TOOL_STATES")
+# ---- end of tool calls ------------------------------------------------------------------
+
+
+# ---- attachments (#21) ------------------------------------------------------------------
 #: the most bytes the buffers of one Send may carry together: Jupyter's server closes a
 #: websocket whose message passes 10 MiB (tornado's ``websocket_max_message_size``). The
 #: view keeps under it; the kernel refuses more, saying why (:class:`RefusedMsg`)
@@ -252,7 +343,18 @@ class RefusedMsg(TypedDict):
     reason: str
 
 
-# ------------------------------------------------------------ end of attachments
+#: the attachments' types and constants, for ``GENERATED`` below
+ATTACHMENT_TYPES: tuple[Any, ...] = (AttachmentKind, PreviewMeta, AttachmentMeta,
+                                     AttachmentPolicy, SendAttachment, RefusedMsg)
+ATTACHMENT_CONSTANTS = ("MAX_UPLOAD_BYTES", "MAX_UPLOAD_COUNT", "MAX_UPLOAD_NAME")
+# ---- end of attachments -----------------------------------------------------------------
+
+#: One run of a delta, as a kernel of this version sends it.
+DeltaRun = TextRun | ToolArgsRun | ToolResultRun | RoundRun
+
+#: What one delta appends: a string (all answer text) or its runs in order
+#: (``[[type, text, ...], ...]``; see ``Run`` in core/stream.py).
+DeltaBody = str | list[DeltaRun]
 
 
 class MessageMetaExtras(TypedDict, total=False):
@@ -282,6 +384,8 @@ class MessageMetaExtras(TypedDict, total=False):
     #: an assistant's generation options in force (``temperature``,
     #: ``max_new_tokens``...; see :mod:`nbstream.generation`); absent: none known
     options: dict[str, Any]
+    #: its tool calls, in call order (absent: none; see :class:`ToolCallMeta`)
+    tools: list[ToolCallMeta]
 
 
 class MessageMeta(MessageMetaExtras):
@@ -471,7 +575,7 @@ class AckMsg(TypedDict):
 
 #: Every message a view sends; each is told apart by its ``kind``.
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
-           | SwitchMsg | EditMsg | HelloMsg | ByeMsg | ResyncMsg | AckMsg)
+           | SwitchMsg | EditMsg | HelloMsg | ByeMsg | ResyncMsg | AckMsg | ToolApprovalMsg)
 
 
 class PaneInfo(TypedDict):
@@ -547,14 +651,14 @@ GENERATED: tuple[Any, ...] = (
     Status, FinishReason, PartType, Role, Mode, DeltaBody, LoadingMeta, MessageMeta,
     MessageState, DeltaMsg, SendMsg, StopMsg, RegenerateMsg, ClearMsg, ContinueMsg,
     SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ByeMsg, WelcomeMsg, ResyncMsg, AckMsg,
-    ViewMsg, PaneInfo, ViewDebug, ViewTraits, AttachmentKind, PreviewMeta, AttachmentMeta,
-    AttachmentPolicy, SendAttachment, RefusedMsg,
+    ViewMsg, PaneInfo, ViewDebug, ViewTraits, TextRun, DeltaRun, *TOOL_TYPES,
+    *ATTACHMENT_TYPES,
 )
 #: ... and these constants
 GENERATED_CONSTANTS = ("FINAL_STATUSES", "PART_TYPES", "STATE_TRAIT", "LAST_ID_KEY",
                        "CURRENT_KEY", "LIVE_KEY", "REMOVED_KEY", "MAX_VIEW_TEXT",
-                       "MAX_VIEW_ID", "MAX_SEQ", "MAX_RENDER_MS", "MAX_UPLOAD_BYTES",
-                       "MAX_UPLOAD_COUNT", "MAX_UPLOAD_NAME")
+                       "MAX_VIEW_ID", "MAX_SEQ", "MAX_RENDER_MS", *TOOL_CONSTANTS,
+                       *ATTACHMENT_CONSTANTS)
 
 
 def meta_key(number: int) -> str:

@@ -24,6 +24,7 @@ from ..sources.base import ChatMessage, Source, check_source
 from ..sources.iterator import IteratorSource, given_name
 from .attachments import attached_for
 from .reply import Reply
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
 from .widget import StreamingWidget
 
 SourceLike = Source | Iterable[str] | AsyncIterable[str]
@@ -80,12 +81,15 @@ class StreamView(StreamingWidget):
         title: str = "",
         show_prompt: bool = True,
         attachments: Sequence[Any] | None = None,
+        tools: Sequence[Any] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         **options: Unpack[StreamOptions],
     ) -> None:
         """Stream ``source``'s answer to ``prompt`` (after ``messages``, the
         conversation so far, and ``system_prompt``); ``show_prompt`` shows the
         prompt above the answer. ``attachments`` go with the prompt (as in
-        :meth:`ChatWidget.send <nbstream.ChatWidget.send>`)."""
+        :meth:`ChatWidget.send <nbstream.ChatWidget.send>`). ``tools``: functions the
+        model may call (see ``ChatWidget``), their calls and results shown in the answer."""
         opts = parse_options(StreamView.__init__, options)
         check_system_prompt(system_prompt, "StreamView")
         check_title(title, "StreamView")
@@ -98,6 +102,8 @@ class StreamView(StreamingWidget):
         attached = attached_for(attachments, [src], opts.attachment_limits, "StreamView")
         super().__init__(title=title, options=opts, source_label=src.label, mode="stream")
         self.source = src
+        self.max_tool_rounds = max_tool_rounds
+        self._set_tools(tools, "StreamView")
         convo: list[ChatMessage] = history
         if system_prompt:
             convo.insert(0, {"role": "system", "content": system_prompt})
@@ -169,6 +175,8 @@ def stream(
     title: str = "",
     show_prompt: bool = True,
     attachments: Sequence[Any] | None = None,
+    tools: Sequence[Any] | None = None,
+    max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
     **options: Unpack[StreamOptions],
 ) -> StreamView:
     """Show one live stream under the cell and return its handle.
@@ -180,7 +188,8 @@ def stream(
     """
     parse_options(stream, options)  # named after this call in errors
     view = StreamView(source, prompt, messages=messages, system_prompt=system_prompt,
-                      title=title, show_prompt=show_prompt, attachments=attachments, **options)
+                      title=title, show_prompt=show_prompt, attachments=attachments,
+                      tools=tools, max_tool_rounds=max_tool_rounds, **options)
     if _execution_count() is not None:  # in IPython: show it under the cell
         _show(view)
         view._shown_at = _execution_count()

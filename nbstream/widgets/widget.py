@@ -31,7 +31,12 @@ one copy of the pipeline. The widget is thin; its parts are:
 * view messages (:meth:`_on_view_msg`), which arrive on the kernel's main
   thread, or a subshell thread; each is checked against its declared type
   (``wire.py``), its binary buffers with it, and the handler only enqueues or
-  flags and never blocks (a Send with attachments converts them there first).
+  flags and never blocks (a Send with attachments converts them there first);
+* tools (#20): ``_tools`` and ``_max_tool_rounds`` are replaced whole by the
+  user's cells (a reply takes them when it is asked); ``_allowed`` (the tools a
+  person chose "Always allow" for) guards itself. Each reply's agent loop is its
+  :class:`~nbstream.widgets.toolturn.ToolTurn`, which owns its calls; an approval
+  from the view or a cell only records a decision there.
 """
 
 from __future__ import annotations
@@ -55,12 +60,15 @@ from ..core.stream import Stream
 from ..generation import GenerationOptions
 from ..options import Options
 from ..sources.base import ChatMessage, Source, source_name
+from ..tools.calls import Decision, ToolCall
+from ..tools.tool import Tool, as_tools
 from . import presence
 from .attachments import attached_for, check_chat, parse_upload, policy, prepare
 from .presence import ViewRoster
-from .protocol import MessageState, RefusedMsg, SendMsg, ViewMsg
-from .reply import Reply, run_reply
+from .protocol import MessageState, RefusedMsg, SendMsg, ToolApprovalMsg, ViewMsg
+from .reply import Reply, next_round, run_reply
 from .runtime import warn_unsupported_frontend, widget_css, widget_esm, widget_runtime_ref
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS, AllowList, ToolTurn, restored_rounds
 from .wire import (
     BadViewMessage,
     Entry,
@@ -154,6 +162,11 @@ class StreamingWidget(anywidget.AnyWidget):
         self._ignored = ViewMessageFilter()
         self._wire = WireEncoder(self._history,
                                  lambda msg, buffers: self._send(msg, buffers=buffers))
+        #: tools (#20): what the model may call, how many rounds a turn may take, and the
+        #: tools a person chose "Always allow" for (replaced whole, never mutated)
+        self._tools: tuple[Tool, ...] = ()
+        self._max_tool_rounds = DEFAULT_MAX_TOOL_ROUNDS
+        self._allowed = AllowList()
         self._pump = get_pump()
         self._channel = self._pump.open_channel(self._wire.send_update, opts.interval)
         self._views = ViewRoster(_weak_call(self._no_view_left), presence.VIEW_GONE_GRACE)
@@ -189,6 +202,113 @@ class StreamingWidget(anywidget.AnyWidget):
         self.stop()
         self._history.clear()
         self._history_changed()
+
+    # ------------------------------------------------------------- tools (#20)
+    @property
+    def tools(self) -> list[Tool]:
+        """The tools the model may call (a copy). Set it to a list of functions,
+        :class:`~nbstream.tools.Tool` objects or MCP servers; each is checked at once (a
+        bad tool raises, naming the function and the parameter). It applies to the next
+        question; a reply keeps the tools it was asked with."""
+        return list(self._tools)
+
+    @tools.setter
+    def tools(self, value: Sequence[Any] | None) -> None:
+        self._set_tools(value, type(self).__name__)
+
+    def _set_tools(self, value: Sequence[Any] | None, where: str) -> None:
+        tools = as_tools(value, where)
+        if tools:
+            for source in self._sources():
+                source.check_tools([t.schema for t in tools])
+        self._tools = tools
+
+    def _sources(self) -> list[Source]:
+        """The sources this widget asks (subclasses say)."""
+        return []
+
+    @property
+    def max_tool_rounds(self) -> int:
+        """How many rounds of tool calls one turn may run (default
+        :data:`~nbstream.widgets.toolturn.DEFAULT_MAX_TOOL_ROUNDS`); a model that still
+        calls tools after them ends its turn with ``finish_reason="max_tool_rounds"``."""
+        return self._max_tool_rounds
+
+    @max_tool_rounds.setter
+    def max_tool_rounds(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"max_tool_rounds must be an int >= 0, got {value!r}")
+        self._max_tool_rounds = value
+
+    @property
+    def pending_approvals(self) -> list[ToolCall]:
+        """The tool calls waiting for a person's approval, oldest first."""
+        return [c for _, c in self._live_calls() if c.state == "awaiting_approval"]
+
+    def approve(self, call_id: str, always: bool = False) -> ToolCall:
+        """Allow the tool call ``call_id`` (waiting for approval) to run; with
+        ``always``, every later call of the same tool in this chat runs without asking
+        (not offered for a tool that runs code). Returns the call."""
+        return self._decide(call_id, "always" if always else "allow", "approve")
+
+    def deny(self, call_id: str) -> ToolCall:
+        """Deny the tool call ``call_id``: it does not run, and the model is told so."""
+        return self._decide(call_id, "deny", "deny")
+
+    def _decide(self, call_id: str, decision: Decision, what: str) -> ToolCall:
+        if not isinstance(call_id, str):
+            raise TypeError(f"{what}(call_id): the id of a tool call (a str; see "
+                            f"chat.pending_approvals), got {type(call_id).__name__}")
+        found = [(r, c) for r, c in self._live_calls() if c.id == call_id]
+        waiting = [(r, c) for r, c in found if c.state == "awaiting_approval"]
+        if not waiting:
+            state = f"it is {found[0][1].state}" if found else "no live reply has it"
+            raise ValueError(f"{what}({call_id!r}): that call is not waiting for approval "
+                             f"({state})")
+        if len(waiting) > 1:
+            raise ValueError(f"{what}({call_id!r}): {len(waiting)} calls have that id; decide "
+                             "in the view, or give the sources unique call ids")
+        reply, call = waiting[0]
+        turn = reply.turn
+        if decision == "always" and not call.always_offered:
+            raise ValueError(f"{what}({call_id!r}, always=True): {call.name} runs code, so each "
+                             "call needs its own approval")
+        if turn is None or not turn.decide(call, decision):
+            raise ValueError(f"{what}({call_id!r}): that call was answered already")
+        return call
+
+    def _live_calls(self) -> list[tuple[Reply, ToolCall]]:
+        # every branch's live replies: a reply's loop goes on when another branch shows
+        replies = [r for r in self._history.answers() if not r.done]
+        return [(r, c) for r in replies for c in r.tool_calls]
+
+    def _on_tool_approval(self, msg: ToolApprovalMsg) -> None:
+        """The view's Allow / Always allow / Deny (its shape checked by
+        :func:`~nbstream.widgets.wire.parse_view_msg`). Not trusted: a stale or forged
+        answer (an unknown message, a call of another message, one not waiting, answered
+        already) is refused: :class:`BadViewMessage` says why, and the widget's filter
+        counts it and logs each reason once (a hostile view cannot fill the log)."""
+        reply = self._history.get(msg["id"])
+        reason: str | None = None
+        turn = reply.turn if isinstance(reply, Reply) else None
+        if not isinstance(reply, Reply) or turn is None:
+            reason = "no such reply"
+        elif reply.done:
+            reason = "the reply has ended"
+        else:
+            call = turn.find(msg["call"])
+            if call is None:
+                reason = "the call is not this reply's"
+            elif call.decision is not None:
+                reason = "the call was answered already"
+            elif call.state != "awaiting_approval":
+                reason = f"the call is {call.state}, not waiting for approval"
+            elif msg["decision"] == "always" and not call.always_offered:
+                reason = "'always' is not offered for this tool"
+            elif not turn.decide(call, msg["decision"]):
+                reason = "the call was answered already"
+        if reason is not None:
+            raise BadViewMessage(f"refused tool approval: {reason}")
 
     @property
     def conversation(self) -> list[MessageState]:
@@ -251,8 +371,15 @@ class StreamingWidget(anywidget.AnyWidget):
             system = self.system_prompt
             messages = lambda: self._history.conversation_before(  # noqa: E731
                 reply, system, self.include_reasoning_in_history)
+        tools, rounds, allowed = self._tools, self._max_tool_rounds, self._allowed
+
+        def loop(r: Reply) -> ToolTurn:  # the agent loop of a reply that may call tools
+            return ToolTurn(stream, tools, rounds, allowed, resubmit=lambda: next_round(r),
+                            clock=self._pump.clock)
+
         reply = Reply(stream, source, messages, prompt=prompt,
-                      on_interrupt=_weak_call(self.stop), generation=self._generation)
+                      on_interrupt=_weak_call(self.stop), generation=self._generation,
+                      turn=loop if tools or source.supports_tools else None)
         reply.pane = pane
         reply.parent = self._history.current if parent == "current" else parent
         self._history.add(reply, reply.parent)
@@ -281,13 +408,14 @@ class StreamingWidget(anywidget.AnyWidget):
                                      prepared.get(m.id, ()))
                 else:
                     above = history.get(parent)
+                    runs, calls = restored_rounds(m.rounds) if m.rounds else (None, [])
                     stream = Stream.from_parts(
                         history.new_id(), text=m.content, reasoning=m.reasoning,
                         status=m.status, finish_reason=m.finish_reason, error=m.error,
-                        clock=self._pump.clock)
+                        clock=self._pump.clock, runs=runs)
                     entry = Reply(stream, source, (),
                                   prompt=above.text if isinstance(above, UserTurn) else "",
-                                  on_interrupt=_weak_call(self.stop))
+                                  on_interrupt=_weak_call(self.stop), tool_calls=calls)
                     entry.parent = parent
                 new_id[m.id] = entry.id
                 history.add(entry, parent)
@@ -386,6 +514,9 @@ class StreamingWidget(anywidget.AnyWidget):
             return True
         if msg["kind"] == "clear":
             self.clear()
+            return True
+        if msg["kind"] == "tool_approval":
+            self._on_tool_approval(msg)
             return True
         return False
 

@@ -40,7 +40,7 @@ import threading
 import typing
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import msgspec
 
@@ -60,6 +60,7 @@ from .protocol import (
     MessageMeta,
     MessageState,
     PreviewMeta,
+    ToolCallMeta,
     ViewDebug,
     ViewMsg,
     WelcomeMsg,
@@ -67,6 +68,7 @@ from .protocol import (
     preview_key,
 )
 from .reply import Reply
+from .toolturn import MAX_ARGS_SHOWN
 
 log = logging.getLogger("nbstream")
 
@@ -292,7 +294,26 @@ def reply_meta(reply: Reply) -> MessageMeta:
     options = reply.options
     if options:
         meta["options"] = options
+    tools = tool_metas(reply)
+    if tools:
+        meta["tools"] = tools
     return meta
+
+
+def tool_metas(reply: Reply) -> list[ToolCallMeta]:
+    """The meta of each of ``reply``'s tool calls, in call order (#20): where each
+    stands, and how many characters of its arguments the view did not receive (its
+    argument text and result travel in the deltas, as ``tool`` / ``tool_result`` runs)."""
+    out: list[ToolCallMeta] = []
+    turn = reply.turn
+    for c in reply.tool_calls:
+        m = cast(ToolCallMeta, c.meta())
+        full = len(c.arguments)
+        shown = turn.shown_arguments(c) if turn is not None else min(full, MAX_ARGS_SHOWN)
+        if full > shown:
+            m["cut"] = full - shown
+        out.append(m)
+    return out
 
 
 def reply_state(reply: Reply) -> MessageState:
@@ -303,8 +324,8 @@ def reply_state(reply: Reply) -> MessageState:
     final = status in FINAL_STATUSES
     state = MessageState(
         id=reply.id, role="assistant",
-        text="".join(t for k, t in runs if k == "answer"),
-        reasoning="".join(t for k, t in runs if k == "reasoning"),
+        text="".join(run[1] for run in runs if run[0] == "answer"),
+        reasoning="".join(run[1] for run in runs if run[0] == "reasoning"),
         seq=seq, status=status, error=error, detail=detail,
         stats=reply.stats if final and not reply.stream.restored else {}, parent=reply.parent)
     if final:
@@ -328,8 +349,10 @@ def message_state(entry: Entry) -> MessageState:
 
 
 def wire_body(body: Body) -> DeltaBody:
-    """A delta's body as JSON: a string, or ``[[type, text], ...]``."""
-    return body if isinstance(body, str) else [[k, t] for k, t in body]
+    """A delta's body as JSON: a string, or its runs (``[[type, text, ...], ...]``: a
+    tool run carries its call's number, a result its display; see
+    :data:`~nbstream.widgets.protocol.DeltaRun`)."""
+    return body if isinstance(body, str) else cast(DeltaBody, [list(run) for run in body])
 
 
 def _json_size(value: Any) -> int:
