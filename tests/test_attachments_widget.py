@@ -268,6 +268,40 @@ def test_a_malformed_upload_is_ignored(content: dict[str, Any], buffers: list[by
     assert reason in logged
 
 
+# -------------------------------------------------------- with tool calls (#20)
+def test_a_question_keeps_its_attachments_through_the_tool_rounds(tmp_path: Path) -> None:
+    from nbstream import tool
+    from nbstream.sources import call
+
+    def count_rows(n: int) -> str:
+        """Count rows.
+
+        Args:
+            n: how many
+        """
+        return f"{n} rows"
+
+    seen: list[list[ChatMessage]] = []
+
+    def second(messages: Sequence[ChatMessage]) -> str:
+        seen.append(list(messages))
+        return "two rows"
+
+    chat = ChatWidget(ScriptedSource(rounds=[[call("count_rows", n=2)], second], rate=5000),
+                      tools=[tool(count_rows, approve=True)])
+    assert chat.send("how many?", attachments=[pd.DataFrame({"a": [1, 2]})]).wait(10) == \
+        "two rows"
+    (asked,) = seen  # round 2: the question with its table, the call, its result
+    assert [m["role"] for m in asked] == ["user", "assistant", "tool"]
+    assert [a.name for a in asked[0]["attachments"]] == ["table.csv"]
+    assert asked[2]["content"] == "2 rows"
+    # saved together (version 3), they load together
+    loaded = ChatWidget.load(chat.save(tmp_path / "both.json"), Recording())
+    assert loaded.messages[0]["attachments"] == chat.messages[0]["attachments"]
+    assert [c["state"] for c in loaded.messages[1]["tool_calls"]] == ["done"]
+    assert loaded.to_messages() == chat.to_messages()
+
+
 # -------------------------------------------------------- edit, export, files
 def test_edit_keeps_the_attachments_unless_others_are_given(figure: Any) -> None:
     src = Recording()
