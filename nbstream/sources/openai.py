@@ -59,7 +59,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.pieces import FinishReason, Outcome, Reasoning, ToolCallDelta
 from .base import ChatMessage, Emit, SourceError, ToolSchema
-from .sse import DEFAULT_BASE_URL, Progress, SSESource, error_text, trim
+from .content_parts import chat_content
+from .sse import DEFAULT_ACCEPTS, DEFAULT_BASE_URL, Progress, SSESource, error_text, trim
 from .think import splitting
 from .toolcalls import CallIds, ToolCallAssembler, emit_call
 
@@ -68,7 +69,7 @@ if TYPE_CHECKING:
 
     from ..generation import GenerationOptions
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAISource", "SourceError", "chat_message"]
+__all__ = ["DEFAULT_ACCEPTS", "DEFAULT_BASE_URL", "OpenAISource", "SourceError", "chat_message"]
 
 log = logging.getLogger("nbstream.sources.openai")
 
@@ -84,9 +85,11 @@ _USAGE_OPTION = "stream_options"
 
 def chat_message(message: ChatMessage) -> dict[str, Any]:
     """One turn of the conversation as ``/v1/chat/completions`` takes it: role and
-    content; an assistant's ``tool_calls`` (content may be ""); a tool turn's
-    ``tool_call_id`` (its ``name`` is not sent: OpenAI's API has no such field)."""
-    out: dict[str, Any] = {"role": message["role"], "content": message["content"]}
+    content (a user turn's attachments as content parts:
+    :func:`~nbstream.sources.content_parts.chat_content`); an assistant's
+    ``tool_calls`` (content may be ""); a tool turn's ``tool_call_id`` (its
+    ``name`` is not sent: OpenAI's API has no such field)."""
+    out: dict[str, Any] = {"role": message["role"], "content": chat_content(message)}
     calls = message.get("tool_calls")
     if calls:
         out["tool_calls"] = [

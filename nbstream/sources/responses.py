@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import ChatMessage, Emit, SourceError, ToolSchema
+from .content_parts import responses_content
 from .sse import DEFAULT_BASE_URL, Progress, SSESource, trim
 from .think import splitting
 from .toolcalls import CallIds, ToolCallAssembler, emit_call
@@ -68,17 +69,19 @@ _ENDPOINT = "/responses"
 
 def response_items(message: ChatMessage) -> list[dict[str, Any]]:
     """One turn of the conversation as Responses API input items: a message
-    ``{"role", "content"}`` (none for an assistant turn that only called
-    tools), a ``function_call`` item per tool call, a ``function_call_output``
-    item for a tool turn."""
+    ``{"role", "content"}`` (a user turn's attachments as ``input_text``,
+    ``input_image`` and ``input_file`` items:
+    :func:`~nbstream.sources.content_parts.responses_content`; none for an
+    assistant turn that only called tools), a ``function_call`` item per tool
+    call, a ``function_call_output`` item for a tool turn."""
     role = message["role"]
     if role == "tool":
         return [{"type": "function_call_output", "call_id": message.get("tool_call_id", ""),
                  "output": message["content"]}]
     items: list[dict[str, Any]] = []
     calls = message.get("tool_calls") or []
-    if message["content"] or not calls:
-        items.append({"role": role, "content": message["content"]})
+    if message["content"] or not calls or message.get("attachments"):
+        items.append({"role": role, "content": responses_content(message)})
     for call in calls:
         items.append({"type": "function_call", "call_id": call["id"],
                       "name": call["function"]["name"],
