@@ -11,6 +11,7 @@ its text). benchmarks/soak.py runs thousands and prints the slopes.
 from __future__ import annotations
 
 import sys
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -44,7 +45,7 @@ def test_a_day_in_one_kernel_scaled_down(jupyterlab: JupyterLab) -> None:
     # the page's count holds JupyterLab's too, which steps up once now and then (seen: +133
     # listeners and +1,481 nodes between two batches, the widget's own unchanged); a leak
     # per reply or per batch grows at every batch
-    steps = sum(b["listeners"] > a["listeners"] for a, b in zip(shown, shown[1:]))
+    steps = sum(b["listeners"] > a["listeners"] for a, b in pairwise(shown))
     assert steps <= 1, page
     # the rest: far below a leak of anything per reply (200 replies after the warm-up)
     leaked_per_reply = (BATCHES - WARMUP) * PER_BATCH

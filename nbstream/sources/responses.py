@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import ChatMessage, Emit, SourceError, ToolSchema
 from .content_parts import responses_content
-from .sse import DEFAULT_BASE_URL, Progress, SSESource, trim
+from .sse import DEFAULT_BASE_URL, Progress, SSESource, token_counts, trim
 from .think import splitting
 from .toolcalls import CallIds, ToolCallAssembler, emit_call
 
@@ -293,7 +293,7 @@ class _Reading:
                 self.reason = details["reason"]
             usage = response.get("usage")
             if isinstance(usage, dict):
-                self.usage = _usage(usage)
+                self.usage = token_counts(usage, prompt="input_tokens", completion="output_tokens")
             self.ended = True
         return out
 
@@ -345,20 +345,3 @@ def _error(payload: object) -> str:
     return trim(f"{code}: {text}" if code else text)
 
 
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    """Token counts of a Responses usage object, in the names of ``Outcome.usage``."""
-    out: dict[str, int] = {}
-
-    def put(name: str, value: Any) -> None:
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[name] = value
-
-    put("prompt_tokens", usage.get("input_tokens"))
-    put("completion_tokens", usage.get("output_tokens"))
-    details = usage.get("input_tokens_details")
-    if isinstance(details, dict):
-        put("cached_tokens", details.get("cached_tokens"))
-    details = usage.get("output_tokens_details")
-    if isinstance(details, dict):
-        put("reasoning_tokens", details.get("reasoning_tokens"))
-    return out

@@ -469,6 +469,31 @@ def error_text(payload: Any) -> str:
     return ""
 
 
+def token_counts(usage: Mapping[str, Any], *, prompt: str, completion: str) -> dict[str, int]:
+    """Token counts of a server's usage object, in the names of ``Outcome.usage``.
+
+    ``prompt`` and ``completion`` are the server's names for the two counts
+    (``prompt_tokens`` / ``completion_tokens`` in chat completions,
+    ``input_tokens`` / ``output_tokens`` in Responses); their ``<name>_details``
+    objects give the cached and the reasoning tokens. Anything not an int is left out.
+    """
+    out: dict[str, int] = {}
+
+    def put(name: str, value: Any) -> None:
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+
+    put("prompt_tokens", usage.get(prompt))
+    put("completion_tokens", usage.get(completion))
+    details = usage.get(f"{prompt}_details")
+    if isinstance(details, dict):
+        put("cached_tokens", details.get("cached_tokens"))
+    details = usage.get(f"{completion}_details")
+    if isinstance(details, dict):
+        put("reasoning_tokens", details.get("reasoning_tokens"))
+    return out
+
+
 def _server_message(raw: bytes) -> str:
     """What an error body says: the JSON error message, or the text trimmed."""
     text = raw.decode("utf-8", "replace")
