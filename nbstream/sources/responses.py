@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import ChatMessage, Emit, SourceError, ToolSchema
-from .sse import DEFAULT_BASE_URL, Progress, SSESource, trim
+from .content_parts import responses_content
+from .sse import DEFAULT_BASE_URL, Progress, SSESource, token_counts, trim
 from .think import splitting
 from .toolcalls import CallIds, ToolCallAssembler, emit_call
 
@@ -68,17 +69,19 @@ _ENDPOINT = "/responses"
 
 def response_items(message: ChatMessage) -> list[dict[str, Any]]:
     """One turn of the conversation as Responses API input items: a message
-    ``{"role", "content"}`` (none for an assistant turn that only called
-    tools), a ``function_call`` item per tool call, a ``function_call_output``
-    item for a tool turn."""
+    ``{"role", "content"}`` (a user turn's attachments as ``input_text``,
+    ``input_image`` and ``input_file`` items:
+    :func:`~nbstream.sources.content_parts.responses_content`; none for an
+    assistant turn that only called tools), a ``function_call`` item per tool
+    call, a ``function_call_output`` item for a tool turn."""
     role = message["role"]
     if role == "tool":
         return [{"type": "function_call_output", "call_id": message.get("tool_call_id", ""),
                  "output": message["content"]}]
     items: list[dict[str, Any]] = []
     calls = message.get("tool_calls") or []
-    if message["content"] or not calls:
-        items.append({"role": role, "content": message["content"]})
+    if message["content"] or not calls or message.get("attachments"):
+        items.append({"role": role, "content": responses_content(message)})
     for call in calls:
         items.append({"type": "function_call", "call_id": call["id"],
                       "name": call["function"]["name"],
@@ -290,7 +293,7 @@ class _Reading:
                 self.reason = details["reason"]
             usage = response.get("usage")
             if isinstance(usage, dict):
-                self.usage = _usage(usage)
+                self.usage = token_counts(usage, prompt="input_tokens", completion="output_tokens")
             self.ended = True
         return out
 
@@ -342,20 +345,3 @@ def _error(payload: object) -> str:
     return trim(f"{code}: {text}" if code else text)
 
 
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    """Token counts of a Responses usage object, in the names of ``Outcome.usage``."""
-    out: dict[str, int] = {}
-
-    def put(name: str, value: Any) -> None:
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[name] = value
-
-    put("prompt_tokens", usage.get("input_tokens"))
-    put("completion_tokens", usage.get("output_tokens"))
-    details = usage.get("input_tokens_details")
-    if isinstance(details, dict):
-        put("cached_tokens", details.get("cached_tokens"))
-    details = usage.get("output_tokens_details")
-    if isinstance(details, dict):
-        put("reasoning_tokens", details.get("reasoning_tokens"))
-    return out
