@@ -2,13 +2,15 @@
 // everything a view needs to show a chat) and widget.css, which the kernel
 // sends once in its shared runtime model (nbstream/widgets/runtime.py);
 // loader.js, the small `_esm` of every widget that imports them from there
-// (src/loader.ts); the chunks math.js (Temml), highlight.js (highlight.js)
-// and entities.js (HTML's named character references), which the runtime
-// model carries only once a message needs them (src/chunks.ts); and
-// standalone.js, widget.js with every chunk, for where widgets carry the
-// whole front end (marimo). markdown-it's import of the `entities` package
-// resolves to src/entities.ts, which decodes the common names and takes the
-// rest from the entities chunk. Fails when a module would import anything at
+// (src/loader.ts); the chunks math.js (Temml), highlight.js (highlight.js),
+// entities.js (HTML's named character references) and linkify.js
+// (linkify-it: bare URLs and e-mail addresses), which the runtime model
+// carries only once a message needs them (src/chunks.ts); and standalone.js,
+// widget.js with every chunk, for where widgets carry the whole front end
+// (marimo). markdown-it's import of the `entities` package resolves to
+// src/entities.ts, which decodes the common names and takes the rest from the
+// entities chunk; its import of `linkify-it` to src/linkify.ts, which takes
+// linkify-it from the linkify chunk. Fails when a module would import anything at
 // run time: nothing may come from a CDN or the network.
 // `node build.mjs --sizes` also prints each output's bytes by dependency
 // (from esbuild's metafile), and the script a page parses at first render
@@ -27,12 +29,19 @@ const FIRST_RENDER_BUDGET = 200 * 1024;
 
 /**
  * markdown-it's `import ... from "entities"` (exactly that path: the entities
- * chunk imports "entities/decode") is src/entities.ts.
+ * chunk imports "entities/decode") is src/entities.ts; its `import ... from
+ * "linkify-it"` is src/linkify.ts (only markdown-it's: the linkify chunk
+ * imports the package itself).
  */
-const entitiesFromChunk = {
-  name: "entities-from-chunk",
+const fromChunks = {
+  name: "from-chunks",
   setup(build) {
     build.onResolve({ filter: /^entities$/ }, () => ({ path: join(here, "src", "entities.ts") }));
+    build.onResolve({ filter: /^linkify-it$/ }, (args) =>
+      /[\\/]node_modules[\\/]markdown-it[\\/]/.test(args.importer)
+        ? { path: join(here, "src", "linkify.ts") }
+        : undefined,
+    );
   },
 };
 
@@ -43,7 +52,7 @@ const common = {
   legalComments: "none",
   logLevel: "info",
   metafile: true,
-  plugins: [entitiesFromChunk],
+  plugins: [fromChunks],
 };
 
 const js = await esbuild.build({
@@ -72,6 +81,7 @@ const module = (entry, name) =>
 const math = await module("chunks/math", "math.js");
 const highlight = await module("chunks/highlight", "highlight.js");
 const entities = await module("chunks/entities", "entities.js");
+const linkify = await module("chunks/linkify", "linkify.js");
 const standalone = await module("standalone", "standalone.js");
 await esbuild.build({
   ...common,
@@ -86,6 +96,7 @@ const outputs = [
   ["math.js", math],
   ["highlight.js", highlight],
   ["entities.js", entities],
+  ["linkify.js", linkify],
   ["standalone.js", standalone],
 ];
 for (const [name, result] of outputs) {

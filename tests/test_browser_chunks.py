@@ -3,10 +3,11 @@ Chromium): tests/browser/chunks.mjs, then nbconvert's HTML of the saved notebook
 (tests/browser/flow_nbconvert_html.mjs), offline.
 
 A plain chat's page imports no chunk (the first render parses neither Temml, nor
-highlight.js, nor the table of character references: ``&amp;`` needs none); a reply
-with math, code and ``&hellip;`` brings the three (the kernel's runtime widget sends
-them with the text that needs them), its formulas render as MathML, its code is
-highlighted and ``&hellip;`` shows as "…"; the notebook saved with widget state,
+highlight.js, nor the table of character references: ``&amp;`` needs none, nor
+linkify-it); a reply with math, code, ``&hellip;`` and a bare URL brings the four
+(the kernel's runtime widget sends them with the text that needs them), its formulas
+render as MathML, its code is highlighted, ``&hellip;`` shows as "…" and the URL is
+a link; the notebook saved with widget state,
 reopened with no kernel, renders them again from the saved chunks, and so does its
 nbconvert HTML opened with no server and no network. Nothing is ever fetched from
 outside the server.
@@ -33,7 +34,9 @@ PLAIN = ("## Plain\n\nNo math here, no code: a **list**\n\n- one\n- two\n\n"
          "It costs $5 and $10, fish &amp; chips.\n")
 RICH = ("The root: $x = \\frac{-b \\pm \\sqrt{b^2-4ac}}{2a}$&hellip;\n\n"
         "$$\\int_0^1 x^2\\,dx = \\frac{1}{3}$$\n\n"
-        "```python\ndef area(r):\n    return 3.14159 * r ** 2\n```\n")
+        "```python\ndef area(r):\n    return 3.14159 * r ** 2\n```\n\n"
+        "See https://en.wikipedia.org/wiki/Quadratic_formula for more.\n")
+LINK = "https://en.wikipedia.org/wiki/Quadratic_formula"
 
 
 def _chat(name: str, answer: str) -> str:
@@ -73,23 +76,26 @@ def test_math_and_code_load_on_demand_offline_and_from_a_saved_notebook(
     assert r["plain"]["status"] == "done" and r["plain"]["chunk_loads"] == []
     assert r["plain"]["maths"] == 0 and r["plain"]["highlighted"] == 0
     assert r["plain"]["decoded"] == ["&"] and r["plain"]["as_written"] == []
-    # math, code, "&hellip;": the three chunks, each once; MathML laid out, code
-    # highlighted, the reference decoded
-    every = ["entities", "highlight", "math"]
+    assert r["plain"]["links"] == []
+    # math, code, "&hellip;", a bare URL: the four chunks, each once; MathML laid out,
+    # code highlighted, the reference decoded, the URL linked
+    every = ["entities", "highlight", "linkify", "math"]
     live = r["live"]
     assert sorted(live["chunk_loads"]) == every, live
     assert live["maths"] == 2 and live["frac_stacked"] is True, live
     assert live["pending"] == 0 and live["sources"] == [], live
     assert live["highlighted"] == 1 and live["keyword"] == "def", live
     assert "…" in live["decoded"] and live["as_written"] == [], live
+    assert live["links"] == [LINK], live
     # reopened with no kernel: rendered from the chunks saved in the notebook
     again = r["reopened"]
     assert again["maths"] == 2 and again["highlighted"] == 1 and again["pending"] == 0, again
     assert "…" in again["decoded"] and again["as_written"] == [], again
+    assert again["links"] == [LINK], again
     assert sorted(again["chunk_loads"]) == every
     assert r["reopened_plain"]["status"] == "done"
     assert r["outside"] == [], r["outside"]
-    # the saved file: the runtime holds the three chunks, once
+    # the saved file: the runtime holds the four chunks, once
     nb = json.loads((jupyterlab.root_dir / path).read_text())
     models = nb["metadata"]["widgets"][WIDGET_STATE]["state"].values()
     runtimes = [m["state"] for m in models if "bundle" in m["state"]]
@@ -110,5 +116,5 @@ def test_math_and_code_load_on_demand_offline_and_from_a_saved_notebook(
     h = run_scenario("flow_nbconvert_html", html=str(html), expect_math=True)
     assert h["missing"] == [] and h["widget_errors"] == 0, h
     assert h["roots"] == 2
-    assert h["maths"] == 2 and h["highlighted"] == 1, h
+    assert h["maths"] == 2 and h["highlighted"] == 1 and h["links"] == [LINK], h
     assert sorted(h["chunk_loads"]) == every

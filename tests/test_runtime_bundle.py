@@ -9,6 +9,7 @@ and as nbconvert HTML) is tests/test_browser_flow.py's saved-state test.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
@@ -127,9 +128,26 @@ def test_the_script_parsed_at_first_render_keeps_its_budget() -> None:
     ("Wait&hellip; &rarr; &alpha;", {"entities"}),
     ("&AMP; and &ampx; are not the common ones", {"entities"}),
     ("& alone, &; and &1x; are no names", set()),
+    # what linkify-it may link (js/src/linkify.ts MAYBE_LINK): a scheme, //, an address
+    ("See https://example.org/a?b=1.", {"linkify"}),
+    ("HTTP://X.ORG, ftp://f.org/x and mailto:me@x.org", {"linkify"}),
+    ("A protocol-relative //cdn.example.org/x.js", {"linkify"}),
+    ("Write to ada.lovelace@example.org", {"linkify"}),
+    ("A decorator, @property, and 1 @ 2: no address", set()),
+    ("http without a colon, a/b, x:y and ratio 3:4", set()),
 ])
 def test_the_chunks_a_text_needs(text: str, chunks: set[str]) -> None:
     assert rt_mod.needed_chunks(text) == chunks
+
+
+def test_the_kernel_looks_for_links_as_the_view_does() -> None:
+    # runtime._LINK mirrors js/src/linkify.ts MAYBE_LINK: were the kernel's narrower,
+    # a view would have to ask for the chunk (a round trip, late while a cell runs)
+    ts = (REPO / "js" / "src" / "linkify.ts").read_text()
+    m = re.search(r"export const MAYBE_LINK = /(.+)/i;", ts)
+    assert m is not None
+    assert m.group(1).replace("\\/", "/") == rt_mod._LINK.pattern
+    assert rt_mod._LINK.flags & re.IGNORECASE
 
 
 def test_the_markdown_of_a_delta_is_its_text_and_its_tool_results_displays() -> None:
@@ -150,6 +168,7 @@ def test_the_markdown_of_a_delta_is_its_text_and_its_tool_results_displays() -> 
     ("A formula: $\\frac{a}{b}$, and more.", ["math"]),
     ("Code:\n\n```python\nx = 1\n```\n", ["highlight"]),
     ("And so on&hellip;", ["entities"]),
+    ("The docs: https://example.org/docs", ["linkify"]),
 ])
 def test_the_runtime_carries_a_chunk_only_once_a_reply_needs_it(
         reply: str, expected: list[str]) -> None:

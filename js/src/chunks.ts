@@ -1,16 +1,17 @@
 /**
  * The heavy renderers, loaded on first use: Temml for math (about 208 KB
- * minified), highlight.js for code (about 68 KB) and the table of HTML's
- * named character references (about 23 KB) are not in the bundle every view
+ * minified), highlight.js for code (about 68 KB), the table of HTML's named
+ * character references (about 23 KB) and linkify-it, which finds bare URLs
+ * and e-mail addresses (about 12 KB), are not in the bundle every view
  * parses; each is a module of its own (`chunks/math.ts`,
- * `chunks/highlight.ts`, `chunks/entities.ts`, built into
- * `nbstream/static/`), fetched the first time a formula, a closed code block
- * or a rarer `&name;` is rendered.
+ * `chunks/highlight.ts`, `chunks/entities.ts`, `chunks/linkify.ts`, built
+ * into `nbstream/static/`), fetched the first time a formula, a closed code
+ * block, a rarer `&name;` or text that may hold a link is rendered.
  *
  * This module is the bundle's side: a registry of the chunks loaded so far.
  * {@link chunk} returns a loaded chunk, or null after asking for it once; the
  * renderers then show a formula's source (dimmed, as while it streams), the
- * code plain or the `&name;` as written, and {@link onChunk} tells them when
+ * code plain, the `&name;` as written or a bare URL as text, and {@link onChunk} tells them when
  * it arrived, to render again. A Markdown renderer that could not render
  * something for want of a chunk says so ({@link noteMiss}): the message list
  * compares {@link misses} before and after rendering a message, and renders
@@ -26,13 +27,14 @@
  * formulas stay as their source). Each chunk is imported once (a Blob URL, as
  * anywidget imports `_esm`); `globalThis.__nbstreamChunkLoads` lists those
  * imported, in order, for tests. The standalone bundle (standalone.ts, for
- * marimo) provides both at once. Tests set their own {@link ChunkHost}.
+ * marimo) provides them all at once. Tests set their own {@link ChunkHost}.
  *
  * The registry is per bundle copy (one per page and version). Chunks are
  * never trusted more than the bundle's own code: what they return still goes
  * through the sanitizer. Runs on the browser's main thread only.
  */
 
+import type { Match as LinkifyMatch } from "linkify-it";
 import type { ChunkMsg, ChunkName } from "./protocol";
 
 /** The chunks there are (declared in nbstream/widgets/protocol.py). */
@@ -58,10 +60,23 @@ export interface HighlightChunk {
   languages(): string[];
 }
 
+/** linkify-it as markdown-it calls it (its `md.linkify`; see linkify.ts). */
+export interface LinkifyEngine {
+  test(text: string): boolean;
+  match(text: string): LinkifyMatch[] | null;
+  matchAtStart(text: string): LinkifyMatch | null;
+}
+
+/** What the linkify chunk exports (chunks/linkify.ts): linkify-it's class. */
+export interface LinkifyChunk {
+  LinkifyIt: new () => LinkifyEngine;
+}
+
 interface Chunks {
   math: MathChunk;
   highlight: HighlightChunk;
   entities: EntitiesChunk;
+  linkify: LinkifyChunk;
 }
 
 /** Where chunks come from: asked once per chunk; it calls {@link provideChunk} when loaded. */

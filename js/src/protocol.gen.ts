@@ -110,11 +110,12 @@ export type ToolState =
   | "streaming";
 /**
  * What a view loads on first use (`js/src/chunks.ts`): `math` (Temml),
- * `highlight` (highlight.js) and `entities` (the table of HTML's named character
- * references, for a rarer `&name;`), each a module of its own (`static/<name>.js`)
- * that the kernel's runtime widget (`runtime.py`) carries once a message needs it.
+ * `highlight` (highlight.js), `entities` (the table of HTML's named character
+ * references, for a rarer `&name;`) and `linkify` (linkify-it, for bare URLs and
+ * e-mail addresses), each a module of its own (`static/<name>.js`) that the
+ * kernel's runtime widget (`runtime.py`) carries once a message needs it.
  */
-export type ChunkName = "entities" | "highlight" | "math";
+export type ChunkName = "entities" | "highlight" | "linkify" | "math";
 /**
  * Every message a view sends; each is told apart by its `kind`. A
  * `ChunkMsg` goes to the runtime widget, every other to the view's widget.
@@ -536,8 +537,8 @@ export interface AckMsg {
 }
 /**
  * View -> the kernel's runtime widget (not the view's own widget): send chunk
- * `name`; a view met a formula, a code block or a character reference that the
- * kernel had not seen (the kernel sends a chunk when the text it sends needs it).
+ * `name`; a view met a formula, a code block, a character reference or a link
+ * that the kernel had not seen (the kernel sends a chunk when the text it sends needs it).
  */
 export interface ChunkMsg {
   kind: "chunk";

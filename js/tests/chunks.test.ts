@@ -7,7 +7,9 @@
 // highlighted once it is there; a block with no language asks for nothing; the
 // common character references (`&amp;`) need nothing, a rarer one (`&hellip;`)
 // shows as written until the entities chunk arrives, then its message renders
-// again (a message missing two chunks renders again as each comes).
+// again (a message missing two chunks renders again as each comes); a bare URL or
+// address stays text until the linkify chunk arrives, then its message renders
+// again with the links (a finished one and one still streaming).
 // The host is a fake that records requests; the tests provide the chunks.
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { mountChat } from "../src/chat";
@@ -21,6 +23,7 @@ import {
 } from "../src/chunks";
 import * as entities from "../src/chunks/entities";
 import * as highlight from "../src/chunks/highlight";
+import * as linkify from "../src/chunks/linkify";
 import * as math from "../src/chunks/math";
 import type { IdleDeadline, IdleScheduler } from "../src/highlight";
 import { FakeFrames, FakeModel, message } from "./fakes";
@@ -62,6 +65,7 @@ afterEach(() => {
   provideChunk("math", math);
   provideChunk("highlight", highlight);
   provideChunk("entities", entities);
+  provideChunk("linkify", linkify);
 });
 
 function chatWith(text: string, status: "done" | "running" = "done") {
@@ -86,7 +90,9 @@ describe("chunks", () => {
     idle.run();
     expect(el.querySelector(".nbs-md h2")?.textContent).toBe("Plain");
     expect(requests).toEqual([]);
-    expect(hasChunk("math") || hasChunk("highlight") || hasChunk("entities")).toBe(false);
+    expect(
+      hasChunk("math") || hasChunk("highlight") || hasChunk("entities") || hasChunk("linkify"),
+    ).toBe(false);
   });
 
   it("the common character references need no chunk", () => {
@@ -106,6 +112,42 @@ describe("chunks", () => {
     expect(md().textContent?.trim()).toBe("Wait\u2026 then \u2192 a link");
     expect(md().querySelector("a")?.getAttribute("href")).toBe("https://x.org/%CE%B1");
     expect(requests).toEqual(["entities"]);
+  });
+
+  it("a bare URL and an address stay text until the linkify chunk comes, then link", () => {
+    const { el } = chatWith("Docs at https://example.org/docs, or write to help@example.org.");
+    expect(requests).toEqual(["linkify"]);
+    const md = () => el.querySelector(".nbs-md") as HTMLElement;
+    expect(md().querySelector("a")).toBeNull();
+    expect(md().textContent?.trim()).toBe(
+      "Docs at https://example.org/docs, or write to help@example.org.",
+    );
+    provideChunk("linkify", linkify);
+    const links = [...md().querySelectorAll("a")].map((a) => a.getAttribute("href"));
+    expect(links).toEqual(["https://example.org/docs", "mailto:help@example.org"]);
+    expect(md().textContent?.trim()).toBe(
+      "Docs at https://example.org/docs, or write to help@example.org.",
+    );
+    expect(requests).toEqual(["linkify"]);
+  });
+
+  it("an address alone asks for the linkify chunk and links once it comes", () => {
+    const { el } = chatWith("Write to help@example.org.");
+    expect(requests).toEqual(["linkify"]);
+    expect(el.querySelector(".nbs-md a")).toBeNull();
+    provideChunk("linkify", linkify);
+    expect(el.querySelector(".nbs-md a")?.getAttribute("href")).toBe("mailto:help@example.org");
+  });
+
+  it("a reply streaming when the linkify chunk arrives links and streams on", () => {
+    const { model, el, frames } = chatWith("See https://example.org/a then", "running");
+    expect(el.querySelector(".nbs-md a")).toBeNull();
+    provideChunk("linkify", linkify);
+    expect(el.querySelector(".nbs-md a")?.getAttribute("href")).toBe("https://example.org/a");
+    model.delta("a1", 2, " https://example.org/b too");
+    frames.frame();
+    const links = [...el.querySelectorAll(".nbs-md a")].map((a) => a.getAttribute("href"));
+    expect(links).toEqual(["https://example.org/a", "https://example.org/b"]);
   });
 
   it("a message missing two chunks renders again as each arrives", () => {

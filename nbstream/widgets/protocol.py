@@ -578,16 +578,17 @@ class AckMsg(TypedDict):
 
 
 #: What a view loads on first use (``js/src/chunks.ts``): ``math`` (Temml),
-#: ``highlight`` (highlight.js) and ``entities`` (the table of HTML's named character
-#: references, for a rarer ``&name;``), each a module of its own (``static/<name>.js``)
-#: that the kernel's runtime widget (``runtime.py``) carries once a message needs it.
-ChunkName = Literal["math", "highlight", "entities"]
+#: ``highlight`` (highlight.js), ``entities`` (the table of HTML's named character
+#: references, for a rarer ``&name;``) and ``linkify`` (linkify-it, for bare URLs and
+#: e-mail addresses), each a module of its own (``static/<name>.js``) that the
+#: kernel's runtime widget (``runtime.py``) carries once a message needs it.
+ChunkName = Literal["math", "highlight", "entities", "linkify"]
 
 
 class ChunkMsg(TypedDict):
     """View -> the kernel's runtime widget (not the view's own widget): send chunk
-    ``name``; a view met a formula, a code block or a character reference that the
-    kernel had not seen (the kernel sends a chunk when the text it sends needs it)."""
+    ``name``; a view met a formula, a code block, a character reference or a link
+    that the kernel had not seen (the kernel sends a chunk when the text it sends needs it)."""
 
     kind: Literal["chunk"]
     name: ChunkName

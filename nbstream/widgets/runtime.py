@@ -10,12 +10,14 @@ copy with no kernel.
 
 The heavy renderers are *chunks* (``js/src/chunks.ts``): Temml for math
 (``static/math.js``, ~208 KB), highlight.js for code (``static/highlight.js``,
-~68 KB) and the table of HTML's named character references
+~68 KB), the table of HTML's named character references
 (``static/entities.js``, ~23 KB; the bundle decodes ``&amp;``, ``&lt;``,
-``&gt;``, ``&quot;``, ``&apos;`` and ``&nbsp;`` itself). The runtime carries a
-chunk in its ``chunks`` trait only once a message needs it: the pump thread
-notes the text it sends (:func:`note_bodies`: a formula, a fenced code block
-naming a language, a rarer ``&name;``), and a view that meets one asks (a
+``&gt;``, ``&quot;``, ``&apos;`` and ``&nbsp;`` itself) and linkify-it, which
+finds bare URLs and e-mail addresses (``static/linkify.js``, ~12 KB). The
+runtime carries a chunk in its ``chunks`` trait only once a message needs it:
+the pump thread notes the text it sends (:func:`note_bodies`: a formula, a
+fenced code block naming a language, a rarer ``&name;``, a URL scheme or an
+address), and a view that meets one asks (a
 :class:`~nbstream.widgets.protocol.ChunkMsg`). So a notebook saved after math
 appeared holds the math chunk, and renders it with no kernel and no network;
 one with plain chats holds none, and a page parses none until it needs it.
@@ -75,11 +77,16 @@ _CODE = re.compile(r"^[ \t]{0,3}(?:```|~~~)[ \t]*[A-Za-z0-9_+#.-]", re.MULTILINE
 #: a named character reference as markdown-it reads one, but for those the bundle
 #: decodes itself (js/src/entities.ts)
 _ENTITY = re.compile(r"&(?!(?:amp|lt|gt|quot|apos|nbsp);)[A-Za-z][A-Za-z0-9]{1,31};")
+#: text where linkify-it may find a link (js/src/linkify.ts MAYBE_LINK, the same
+#: pattern): a scheme it knows, ``//``, or an ``@`` after a character an address's
+#: name may end with
+_LINK = re.compile(r"(?:https?|ftp|mailto):|//|[-!#$%&'*+/=?^_`{|}~a-zA-Z0-9]@",
+                   re.IGNORECASE)
 
 
 def needed_chunks(text: str) -> set[ChunkName]:
     """The chunks the view needs to render ``text`` (Markdown): "math", "highlight",
-    "entities"."""
+    "entities", "linkify"."""
     needed: set[ChunkName] = set()
     if _MATH.search(text):
         needed.add("math")
@@ -87,6 +94,8 @@ def needed_chunks(text: str) -> set[ChunkName]:
         needed.add("highlight")
     if _ENTITY.search(text):
         needed.add("entities")
+    if _LINK.search(text):
+        needed.add("linkify")
     return needed
 
 

@@ -1,12 +1,13 @@
 // The heavy renderers load on demand (js/src/chunks.ts), in real JupyterLab
 // (tests/test_browser_chunks.py): a plain chat loads no chunk; a reply with math,
-// code and a rarer character reference loads the three chunks (from the kernel's
-// runtime widget), and its formulas render as MathML, its code is highlighted and
-// `&hellip;` shows as "…"; saved with widget state and reopened with
+// code, a rarer character reference and a bare URL loads the four chunks (from the
+// kernel's runtime widget), and its formulas render as MathML, its code is
+// highlighted, `&hellip;` shows as "…" and the URL is a link; saved with widget
+// state and reopened with
 // no kernel, the page renders them again from the saved chunks. No request ever
 // leaves the server (offline: nothing from a CDN).
 // params: { notebook }  (cell 0: a plain chat, answered; cell 1: a chat whose reply has
-//                        math, code and `&hellip;`, answered)
+//                        math, code, `&hellip;` and a bare URL, answered)
 // Screenshots: <artifact>-live.png, <artifact>-reopened.png
 import { openNotebook, runCell, scenario, screenshot, TOKEN, URL_BASE } from './lab.mjs';
 import { saveNotebook, waitAllFinal } from './record.mjs';
@@ -28,6 +29,8 @@ function rendered(index) {
     // character references: decoded (`&hellip;` -> "…"), or left as written
     decoded: ['…', '→', '&'].filter((c) => (reply?.textContent ?? '').includes(c)),
     as_written: (reply?.textContent ?? '').match(/&[a-z]+;/g) ?? [],
+    // bare URLs, linked by linkify-it (the linkify chunk)
+    links: [...(reply?.querySelectorAll('a') ?? [])].map((a) => a.getAttribute('href')),
     chunk_loads: [...(window.__nbstreamChunkLoads ?? [])],
   };
 }

@@ -80,6 +80,7 @@ await scenario(async ({ page, params }) => {
     // math and highlighting, from the chunks the saved runtime widget holds (js/src/chunks.ts)
     maths: document.querySelectorAll('.nbs-chat .nbs-md math').length,
     highlighted: document.querySelectorAll('.nbs-chat pre > code.hljs').length,
+    links: [...document.querySelectorAll('.nbs-chat .nbs-md a')].map((e) => e.getAttribute('href')),
     chunk_loads: [...(window.__nbstreamChunkLoads ?? [])],
   }));
   await page.locator('.nbs-chat').first().scrollIntoViewIfNeeded();
