@@ -21,8 +21,9 @@
 // page loads; the kernel's flush times from the timeline file.
 //
 // mode "incremental" is the widget as shipped; "full" re-renders the whole
-// answer each frame (window.__nbstreamOptions, set before the page loads).
-// params: { notebook, timeline, mode, prompt, timeout_ms = 180000,
+// answer each frame (window.__nbstreamOptions, set before the page loads;
+// `options` sets them all, e.g. { frames: "per-view" }).
+// params: { notebook, timeline, mode, options, prompt, timeout_ms = 180000,
 //           trace: a file for a Chrome performance trace of the stream (optional),
 //           ack_gap_ms: another least gap between ack rounds (an experiment) }
 import { counters, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
@@ -79,8 +80,8 @@ async function readTimeline(notebookDir, name) {
 
 await scenario(async ({ browser, page, params, log }) => {
   const mode = params.mode ?? 'incremental';
-  await page.addInitScript(([m, gap]) => {
-    window.__nbstreamOptions = gap == null ? { markdown: m } : { markdown: m, ackGapMs: gap };
+  await page.addInitScript(([o, gap]) => {
+    window.__nbstreamOptions = gap == null ? o : { ...o, ackGapMs: gap };
     // arrival time of each delta message (wall clock, ms), before JupyterLab handles it
     window.__nbsReceived = [];
     const Orig = window.WebSocket;
@@ -100,7 +101,7 @@ await scenario(async ({ browser, page, params, log }) => {
         });
       }
     };
-  }, [mode, params.ack_gap_ms ?? null]);
+  }, [params.options ?? { markdown: mode }, params.ack_gap_ms ?? null]);
   await openNotebook(page, params.notebook);
   await runCell(page, 0);
   await waitForChat(page);
