@@ -41,6 +41,7 @@ import {
   toPanes,
   type ViewMsg,
 } from "./protocol";
+import { type PageFrames, pageFrames } from "./scheduler";
 import {
   ChatView,
   type MarkdownMode,
@@ -51,7 +52,13 @@ import {
 } from "./view";
 
 export interface MountOptions {
-  /** frame scheduler; the browser's `requestAnimationFrame` by default */
+  /**
+   * Where frames come from: the page's one loop (scheduler.ts; the default,
+   * unless `scheduler` is given), another loop (tests), or "per-view": this
+   * view's own animation frames (the previous way, for benchmarks).
+   */
+  frames?: PageFrames | "per-view";
+  /** this view's own frame scheduler (per-view frames); the browser's `requestAnimationFrame` by default */
   scheduler?: FrameScheduler;
   /** monotonic clock in ms; `performance.now` by default */
   now?: () => number;
@@ -77,6 +84,11 @@ export function mountChat(
   const doc = el.ownerDocument;
   const win = doc.defaultView ?? window;
   const scheduler = options.scheduler ?? browserScheduler(win);
+  // an injected scheduler (tests) means frames of this view's own, unless a loop is given too
+  const page =
+    options.frames === "per-view"
+      ? null
+      : (options.frames ?? (options.scheduler === undefined ? pageFrames(win) : null));
   const now = options.now ?? (() => performance.now());
   const idle = options.idle === undefined ? browserIdle(win) : options.idle;
   const counters = newCounters();
@@ -182,7 +194,22 @@ export function mountChat(
     view.paint(changes, summary(), t, announce);
     return changes.acks;
   };
-  const loop = new FrameLoop({ scheduler, now, render: (t) => render(t), ack: send, counters });
+  const loop = new FrameLoop({
+    scheduler,
+    page,
+    root: view.root,
+    // a stream's end shows at once; a new message, a status or another branch soon;
+    // more text of a stream when the page loop's budget gives it a turn
+    priority: () => {
+      const kind = conversation.pendingKind();
+      return kind === "ended" ? "now" : kind === "changed" || branchDirty ? "soon" : "later";
+    },
+    now,
+    render: (t) => render(t),
+    settle: () => view.settle(),
+    ack: send,
+    counters,
+  });
 
   const keys = new KeyReader(model as unknown as KeyModel, conversation);
   /** Any change of the model: read the per-message keys (cheap: only what can have changed). */
@@ -258,6 +285,7 @@ export function mountChat(
     conversation.applyState(model.get(STATE_TRAIT));
   }
   render(now(), false);
+  view.settle();
   send({ kind: "hello" });
 
   return () => {

@@ -20,12 +20,16 @@ interface BenchOptions {
   sized?: unknown;
   /** least ms between a view's ack rounds (an experiment; the default is ACK_GAP_MS) */
   ackGapMs?: unknown;
+  /** "per-view": each view requests its own animation frames (the previous way; scheduler.ts) */
+  frames?: unknown;
 }
 
 /**
  * Benchmarks compare with the previous ways by setting
  * `window.__nbstreamOptions = { markdown: "full", acks: "every-frame", sized: "at-once" }`
- * before a view renders; `ackGapMs: 500` tries another gap between ack rounds.
+ * before a view renders; `ackGapMs: 500` tries another gap between ack rounds;
+ * `frames: "per-view"` gives each view its own animation-frame loop instead of
+ * the page's one loop with its budget (scheduler.ts).
  */
 function benchOptions(el: HTMLElement): BenchOptions | undefined {
   return (el.ownerDocument.defaultView as { __nbstreamOptions?: BenchOptions })?.__nbstreamOptions;
@@ -41,7 +45,10 @@ const render: Render<ChatTraits> = ({ model, el }) => {
   if (opts?.sized === "at-once") {
     setSizedBatch(0);
   }
-  return mountChat(model, el, { markdown: opts?.markdown === "full" ? "full" : "incremental" });
+  return mountChat(model, el, {
+    markdown: opts?.markdown === "full" ? "full" : "incremental",
+    ...(opts?.frames === "per-view" ? { frames: "per-view" as const } : {}),
+  });
 };
 
 export default { initialize, render };

@@ -1,0 +1,92 @@
+"""Many views, one frame loop, in real JupyterLab (js/src/scheduler.ts).
+
+Three ChatWidgets, a Compare of two panes and a ``stream()`` output stream the
+benchmark corpus (model-shaped Markdown: headings, lists, tables, code, math,
+CJK, emoji) at once. With the shipped front end every view renders from one
+animation-frame callback: in no frame does nbstream's code run more than one
+(counted from the page, by the stack of each ``requestAnimationFrame`` call, not
+by the widget's own counters); with ``frames: "per-view"`` (the previous way,
+kept for benchmarks) they do, which shows that the count can tell. Either way
+every answer ends complete: the kernel's text is the corpus text sent, and each
+view shows what a fresh view of the same widget renders from the whole text.
+Counts and order only, no timings.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from conftest import REPO, JupyterLab, RunScenario
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from _corpus import kernel_source
+
+pytestmark = pytest.mark.browser
+
+PIECES, RATE = 600, 250.0
+CHATS = 3
+
+
+def _cells() -> list[str]:
+    setup = (
+        kernel_source()
+        + "from nbstream import ChatWidget, Compare, stream\n"
+        "from nbstream.sources import ScriptedSource\n"
+        f"P, R = {PIECES}, {RATE}\n"
+        f"chats = [ChatWidget(ScriptedSource(corpus_pieces(P, i), rate=R)) for i in range({CHATS})]\n"
+        f"cmp = Compare([ScriptedSource(corpus_pieces(P, {CHATS} + k), rate=R) for k in range(2)],\n"
+        "              labels=['left', 'right'])\n"
+        "for w in [*chats, cmp]:\n"
+        "    display(w)"
+    )
+    start = (
+        "for c in chats:\n"
+        "    c.send('go')\n"
+        "cmp.send('go')\n"
+        f"sv = stream(ScriptedSource(corpus_pieces(P, {CHATS + 2}), rate=R), 'go')"
+    )
+    again = "for w in [*chats, cmp, sv]:\n    display(w)"
+    return [setup, start, again]
+
+
+CHECK = (
+    "print(_nbs_json.dumps("
+    "[c.last.text == corpus_text(P, i) and c.last.status == 'done' for i, c in enumerate(chats)]"
+    f" + [r.text == corpus_text(P, {CHATS} + k) and r.status == 'done'"
+    " for k, r in enumerate(cmp.last_round)]"
+    f" + [sv.text == corpus_text(P, {CHATS + 2}) and sv.status == 'done']))"
+)
+
+
+@pytest.mark.parametrize("frames", ["shared", "per-view"])
+def test_views_share_one_frame_loop(
+    jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str, frames: str
+) -> None:
+    path = jupyterlab.write_notebook(notebook_name, _cells())
+    options = {} if frames == "shared" else {"frames": "per-view"}
+    r = run_scenario("frames", timeout=240, notebook=path, options=options,
+                     before=CHATS + 1, streams=CHATS + 3, check_code=CHECK)
+    print({k: r[k] for k in ("roots", "widget_frames", "loop")})
+    # every answer complete: the kernel holds the corpus text, done
+    assert r["kernel"] == [True] * (CHATS + 3), r["kernel"]
+    # each view ended showing what a view rendering the whole text at once shows
+    assert r["roots"] == CHATS + 2
+    streamed, fresh = r["streamed"], r["fresh"]
+    assert [len(s) for s in streamed] == [1] * CHATS + [2, 1], streamed
+    assert streamed == fresh
+    assert all(m["status"] == "done" and len(m["text"]) > 500 for s in streamed for m in s)
+    # the corpus rendered as Markdown: headings, lists, tables, code in the views
+    blocks = {b for s in streamed for m in s for b in m["blocks"]}
+    assert {"h2", "ul", "div", "p"} <= blocks, blocks
+    wf = r["widget_frames"]
+    assert wf["callbacks"] > 20, wf  # the views rendered from animation frames
+    if frames == "shared":
+        # one loop: never two nbstream callbacks in a frame; the loop served every view
+        assert wf["max_per_frame"] == 1 and wf["frames_with_more"] == 0, wf
+        assert r["loop"] is not None and r["loop"]["views"] == CHATS + 2, r["loop"]
+        assert r["loop"]["max_callbacks_per_frame"] == 1, r["loop"]
+        assert r["loop"]["runs"] > r["loop"]["render_frames"], r["loop"]  # several views a frame
+    else:
+        # a loop per view: the count sees several callbacks in one frame
+        assert wf["max_per_frame"] >= 2 and wf["frames_with_more"] > 0, wf
