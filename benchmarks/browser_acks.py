@@ -27,6 +27,7 @@ timed test.
 
     .venv/bin/python benchmarks/browser_acks.py   # 8 widgets, 1,500 pieces at 250/s, 3 rounds
     .venv/bin/python benchmarks/browser_acks.py --widgets 16 --pieces 750 --rate 125
+    .venv/bin/python benchmarks/browser_acks.py --viewport-height 4500   # all 8 in sight
     .venv/bin/python benchmarks/browser_acks.py --widgets 1 --pieces 3000 --rate 1000 \\
         --text words --modes shared,every-frame-acks       # the wire alone
 
@@ -222,6 +223,7 @@ def run_round(lab: Any, mode: str, rnd: int, args: argparse.Namespace,
             "notebook": path, "widgets": args.widgets, "options": options,
             "produce_ms": round(args.pieces / args.rate * 1000), "mode": f"many-{mode}-{rnd}",
             "idle_probes": args.idle_probes, "trace": args.trace, "profile": args.profile,
+            **({"viewport_height": args.viewport_height} if args.viewport_height else {}),
             **({"trace_file": str(trace_dir / f"many-{mode}-{rnd}.trace.json.gz")}
                if args.trace and trace_dir is not None else {}),
         }, timeout=420)
@@ -261,6 +263,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true",
                     help="with --trace: the sampling profiler too (which functions ran)")
     ap.add_argument("--trace-dir", type=Path, help="keep each run's raw trace here")
+    ap.add_argument("--viewport-height", type=int, default=None,
+                    help="the browser window's height, px (default 900: about two of eight "
+                    "widgets in sight; 4500 shows all eight)")
     ap.add_argument("--json", type=Path)
     ap.add_argument("--interval", type=float, default=None,
                     help="each widget's flush interval, s (default: pump.DEFAULT_INTERVAL)")
@@ -297,10 +302,11 @@ def main(argv: list[str] | None = None) -> int:
                         args.json.write_text(json.dumps(results, indent=1))
     print(
         f"\n{args.widgets} widget(s) × {args.pieces:,} pieces at {args.rate:,.0f}/s each "
-        f"({args.text}), real JupyterLab + headless Chromium; medians (min–max) of "
-        f"{args.rounds} interleaved round(s); 1-min load average during the runs: median "
-        f"{statistics.median(loads):.1f} (min {min(loads):.1f}, max {max(loads):.1f}) on "
-        f"{os.cpu_count()} CPUs\n"
+        f"({args.text}), real JupyterLab + headless Chromium"
+        f"{f' (window 1280×{args.viewport_height})' if args.viewport_height else ''}; "
+        f"medians (min–max) of {args.rounds} interleaved round(s); 1-min load average "
+        f"during the runs: median {statistics.median(loads):.1f} (min {min(loads):.1f}, "
+        f"max {max(loads):.1f}) on {os.cpu_count()} CPUs\n"
     )
     print(table(results))
     loop = table(results, LOOP_COLUMNS)

@@ -16,13 +16,15 @@
  *   by one frame goes first in the next);
  * - measures what the frames it changes cost the page: from the frame's start
  *   to the first task after it (the browser's style, layout, paint and layerize
- *   included, and other rAF callbacks), smoothed; and spaces the frames that
- *   change anything so that they take at most {@link PAGE_SHARE} of the main
- *   thread: with one stream that is every frame, with eight it is every few
- *   frames, each carrying more text (larger batches, less often; nothing is
- *   dropped: the text waits in each view's buffer). A long animation frame
- *   (over 50 ms, seen by a PerformanceObserver where the browser has one)
- *   widens the spacing at once;
+ *   included, and other rAF callbacks), smoothed; and, while several views
+ *   stream, spaces the frames that change anything so that they take at most
+ *   {@link PAGE_SHARE} of the main thread: every few frames with eight streams,
+ *   each frame carrying more text (larger batches, less often; nothing is
+ *   dropped: the text waits in each view's buffer). One stream alone renders
+ *   every frame, as a loop of its own would (its token-to-pixel lag is the
+ *   figure that matters then). One of its own frames that turns out long (over
+ *   50 ms, seen by a PerformanceObserver where the browser has one) widens the
+ *   spacing at once, however many stream;
  * - keeps the work of one frame under a budget: the views' script at most
  *   {@link FRAME_BUDGET_MS}, and less when the page's rendering costs many
  *   times the script (the ratio of a frame's cost to its script, measured),
@@ -62,6 +64,8 @@ export const MAX_SPACING_MS = 250;
 export const LONG_FRAME_SPACING_MS = 100;
 /** A view out of sight renders at most this often (ms), unless its work is urgent. */
 export const HIDDEN_MS = 500;
+/** A view that asked for a frame within this long counts as streaming (ms). */
+const ACTIVE_MS = 1000;
 /** A frame may come this much early and still count as spaced enough (ms): frame times jitter. */
 const FRAME_SLACK_MS = 4;
 /** The ratio of a frame's cost to its views' script is taken between these. */
@@ -138,8 +142,11 @@ export interface FrameStats {
   /** the smoothed ratio of that cost to the views' script, and the script budget it sets (ms) */
   cost_ratio: number;
   budget_ms: number;
-  /** long animation frames (> 50 ms) seen */
+  /** long animation frames (> 50 ms) seen, and those of them that changed the DOM for views */
   long_frames: number;
+  long_render_frames: number;
+  /** views that asked for a frame within the last second, at the latest frame */
+  streaming: number;
   /** the latest frames that changed the DOM (at most {@link HISTORY}), oldest first */
   recent: RenderFrame[];
 }
@@ -177,8 +184,9 @@ export interface PageLoopDeps {
   afterFrame?: AfterFrame | null;
   /** out-of-sight views; none: every view counts as in sight */
   sight?: SightWatcher | null;
-  /** calls back with the duration of each long animation frame (ms); returns a stop function */
-  watchLongFrames?: ((onLong: (ms: number) => void) => () => void) | null;
+  /** calls back with the start and duration of each long animation frame (ms, the loop's
+   * clock); returns a stop function */
+  watchLongFrames?: ((onLong: (start: number, ms: number) => void) => () => void) | null;
   /** script budget per frame, ms ({@link FRAME_BUDGET_MS}) */
   budgetMs?: number;
 }
@@ -187,8 +195,9 @@ interface Slot extends FrameSlot {
   readonly work: FrameWork;
   /** when the view asked for a frame (clock ms); null: nothing pending */
   since: number | null;
-  /** when it last ran */
+  /** when it last ran, and last asked for a frame */
   lastRun: number;
+  lastAsked: number;
   inSight: boolean;
   /** it rendered while out of sight and has not settled since */
   unsettled: boolean;
@@ -210,6 +219,8 @@ export class PageLoop implements PageFrames {
     cost_ratio: 0,
     budget_ms: 0,
     long_frames: 0,
+    long_render_frames: 0,
+    streaming: 0,
     recent: [],
   };
   private readonly slots = new Set<Slot>();
@@ -237,12 +248,14 @@ export class PageLoop implements PageFrames {
       work,
       since: null,
       lastRun: Number.NEGATIVE_INFINITY,
+      lastAsked: Number.NEGATIVE_INFINITY,
       inSight: true,
       unsettled: false,
       root,
       request() {
         if (loop.slots.has(slot) && slot.since === null) {
           slot.since = loop.deps.now();
+          slot.lastAsked = slot.since;
           loop.ensureFrame();
         }
       },
@@ -274,7 +287,7 @@ export class PageLoop implements PageFrames {
       });
     }
     if (this.stopLongFrames === null && this.deps.watchLongFrames) {
-      this.stopLongFrames = this.deps.watchLongFrames((ms) => this.onLongFrame(ms));
+      this.stopLongFrames = this.deps.watchLongFrames((at, ms) => this.onLongFrame(at, ms));
     }
     return slot;
   }
@@ -289,7 +302,7 @@ export class PageLoop implements PageFrames {
 
   /** The least time between two frames that change the DOM now (ms). */
   get spacing(): number {
-    const byCost = this.cost === null ? 0 : this.cost / PAGE_SHARE;
+    const byCost = this.cost === null || this.stats.streaming < 2 ? 0 : this.cost / PAGE_SHARE;
     return Math.min(MAX_SPACING_MS, Math.max(byCost, this.longSpacing));
   }
 
@@ -309,8 +322,13 @@ export class PageLoop implements PageFrames {
     this.stopLongFrames = null;
   }
 
-  private onLongFrame(ms: number): void {
+  private onLongFrame(at: number, ms: number): void {
     this.stats.long_frames++;
+    // only a frame in which views rendered says that their work is too much
+    if (!this.stats.recent.some((f) => f.at >= at - 1 && f.at <= at + ms)) {
+      return;
+    }
+    this.stats.long_render_frames++;
     this.longSpacing = Math.min(
       MAX_SPACING_MS,
       Math.max(LONG_FRAME_SPACING_MS, this.longSpacing * 1.5, ms),
@@ -331,6 +349,13 @@ export class PageLoop implements PageFrames {
       this.callbacksThisFrame,
     );
 
+    let streaming = 0;
+    for (const slot of this.slots) {
+      if (start - slot.lastAsked < ACTIVE_MS) {
+        streaming++;
+      }
+    }
+    this.stats.streaming = streaming;
     const spacing = this.spacing;
     const budget = this.budget;
     this.stats.spacing_ms = round(spacing);
@@ -487,7 +512,7 @@ export function browserSight(win: Window & typeof globalThis): SightWatcher | nu
 /** Long animation frames (or, where the browser lacks them, long tasks). */
 export function browserLongFrames(
   win: Window & typeof globalThis,
-): ((onLong: (ms: number) => void) => () => void) | null {
+): ((onLong: (start: number, ms: number) => void) => () => void) | null {
   const Observer = win.PerformanceObserver;
   if (typeof Observer !== "function") {
     return null;
@@ -504,7 +529,7 @@ export function browserLongFrames(
   return (onLong) => {
     const observer = new Observer((list) => {
       for (const e of list.getEntries()) {
-        onLong(e.duration);
+        onLong(e.startTime, e.duration);
       }
     });
     observer.observe({ type, buffered: false });

@@ -239,28 +239,49 @@ describe("PageLoop", () => {
     const cost = 40;
     const h = harness({ measured: () => cost });
     const w = h.work(1);
+    const v = h.work(1);
     const slot = h.loop.register(w);
+    const other = h.loop.register(v);
     for (let f = 0; f < 60; f++) {
-      slot.request(); // new text every frame
+      slot.request(); // new text every frame, in two views
+      other.request();
       h.frame();
     }
+    expect(h.loop.stats.streaming).toBe(2);
     expect(h.loop.spacing).toBeCloseTo(cost / PAGE_SHARE, 5);
-    // frames 40 ms apart, renders at least 80 ms apart: every other frame
+    // frames 40 ms apart, renders at least 80 ms apart: every other frame, both views
     expect(w.runs.length).toBe(30);
     expect(w.runs.slice(0, 4)).toEqual([1, 3, 5, 7]);
+    expect(v.runs).toEqual(w.runs);
     // a cheap page renders every frame
     const cheap = harness({ measured: () => 4 });
     const c = cheap.work(1);
     const cs = cheap.loop.register(c);
+    const cs2 = cheap.loop.register(cheap.work(1));
     for (let f = 0; f < 20; f++) {
       cs.request();
+      cs2.request();
       cheap.frame();
     }
     expect(c.runs.length).toBe(20);
   });
 
-  it("widens the spacing at once after a long animation frame, and lets it fade", () => {
-    let report: (ms: number) => void = () => undefined;
+  it("renders one stream alone every frame, however much its frames cost", () => {
+    const h = harness({ measured: () => 40 });
+    const w = h.work(1);
+    const slot = h.loop.register(w);
+    h.loop.register(h.work(1)); // a view that does not stream
+    for (let f = 0; f < 20; f++) {
+      slot.request();
+      h.frame();
+    }
+    expect(h.loop.stats.streaming).toBe(1);
+    expect(h.loop.spacing).toBe(0);
+    expect(w.runs.length).toBe(20);
+  });
+
+  it("widens the spacing at once after a long frame of its own, and lets it fade", () => {
+    let report: (at: number, ms: number) => void = () => undefined;
     const clock = new Clock();
     const frames = new FakeFrames();
     const loop = new PageLoop({
@@ -271,11 +292,17 @@ describe("PageLoop", () => {
         return () => undefined;
       },
     });
-    loop.register(new Work(clock));
+    const first = loop.register(new Work(clock));
     expect(loop.spacing).toBe(0);
-    report(70);
+    // a long frame in which no view rendered (the page's own work) changes nothing
+    report(0, 70);
+    expect(loop.spacing).toBe(0);
+    clock.advance(100);
+    first.request();
+    frames.frame(); // views render in a frame that starts at 100 and turns out long
+    report(99.5, 70);
     expect(loop.spacing).toBe(LONG_FRAME_SPACING_MS);
-    expect(loop.stats.long_frames).toBe(1);
+    expect(loop.stats).toMatchObject({ long_frames: 2, long_render_frames: 1 });
     const slot = loop.register(new Work(clock));
     for (let f = 0; f < 200; f++) {
       slot.request();

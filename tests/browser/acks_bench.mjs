@@ -7,7 +7,8 @@
 // params: { notebook, widgets = 8, options: window.__nbstreamOptions (the
 //           variant: e.g. { frames: "per-view" }, { acks: "every-frame" }),
 //           setup_cell = 0, probe_cell = 1, start_cell = 2, idle_probes = 8,
-//           probe_gap_ms = 100, produce_ms, trace = false, profile = false, trace_file }
+//           probe_gap_ms = 100, produce_ms, trace = false, profile = false, trace_file,
+//           viewport_height: the window's height in px (default 900) }
 // The trace (CDP Tracing, trace.mjs) explains where the main thread's time went
 // while the streams ran: by class, and by rendering step (Layerize, Paint, ...).
 import fs from 'node:fs';
@@ -65,6 +66,10 @@ await scenario(async ({ page, params, log }) => {
       counts.sent[t] = (counts.sent[t] ?? 0) + 1;
     });
   });
+  if (params.viewport_height) {
+    // a tall window: every widget in sight (the default shows about two of eight)
+    await page.setViewportSize({ width: 1280, height: params.viewport_height });
+  }
   await openNotebook(page, params.notebook);
   await runCell(page, params.setup_cell ?? 0);
   await page.waitForFunction((n) => document.querySelectorAll('.nbs-chat').length >= n, n, { timeout: 60_000 });
