@@ -9,8 +9,9 @@
  * read into the buffer (keys.ts into buffer.ts), which says whether a frame is
  * due; the reader says whether a resync must be sent. (An older kernel's
  * `conversation` trait and delta messages go into the same buffer.) The frame
- * loop (frame.ts) renders the buffer's changes into the view once per
- * animation frame and acks what it rendered. User actions from the view go to
+ * loop (frame.ts) renders the buffer's changes into the view at most once per
+ * animation frame, when the page's one loop (scheduler.ts) gives this view its
+ * turn, and acks what it rendered. User actions from the view go to
  * the kernel as `send`, `stop`, `regenerate`, `clear`, `continue` and
  * `system_prompt` messages.
  *

@@ -20,11 +20,10 @@
  *   stream, spaces the frames that change anything so that they take at most
  *   {@link PAGE_SHARE} of the main thread: every few frames with eight streams,
  *   each frame carrying more text (larger batches, less often; nothing is
- *   dropped: the text waits in each view's buffer). One stream alone renders
- *   every frame, as a loop of its own would (its token-to-pixel lag is the
- *   figure that matters then). One of its own frames that turns out long (over
- *   50 ms, seen by a PerformanceObserver where the browser has one) widens the
- *   spacing at once, however many stream;
+ *   dropped: the text waits in each view's buffer); one of its own frames that
+ *   turns out long (over 50 ms, seen by a PerformanceObserver where the browser
+ *   has one) widens the spacing at once. One stream alone renders every frame,
+ *   as a loop of its own would: its token-to-pixel lag is what matters then;
  * - keeps the work of one frame under a budget: the views' script at most
  *   {@link FRAME_BUDGET_MS}, and less when the page's rendering costs many
  *   times the script (the ratio of a frame's cost to its script, measured),
@@ -300,9 +299,12 @@ export class PageLoop implements PageFrames {
     return Math.min(this.budgetMs, Math.max(1, FRAME_TARGET_MS / this.ratio));
   }
 
-  /** The least time between two frames that change the DOM now (ms). */
+  /** The least time between two frames that change the DOM now (ms); none for one stream. */
   get spacing(): number {
-    const byCost = this.cost === null || this.stats.streaming < 2 ? 0 : this.cost / PAGE_SHARE;
+    if (this.stats.streaming < 2) {
+      return 0;
+    }
+    const byCost = this.cost === null ? 0 : this.cost / PAGE_SHARE;
     return Math.min(MAX_SPACING_MS, Math.max(byCost, this.longSpacing));
   }
 
@@ -383,6 +385,9 @@ export class PageLoop implements PageFrames {
       }
     }
     for (const { slot, priority } of waiting) {
+      if (!this.slots.has(slot)) {
+        continue; // disposed by a view that ran before it
+      }
       const hidden = !slot.inSight && start - slot.lastRun < HIDDEN_MS;
       const spentAll = ran > 0 && spent >= budget;
       const held = !due || hidden || spentAll;
@@ -396,7 +401,7 @@ export class PageLoop implements PageFrames {
       slot.since = null; // a request made while it runs is a new one
       slot.lastRun = start;
       const t0 = now();
-      if (slot.work.run(start) || slot.unsettled) {
+      if (attempt(() => slot.work.run(start)) || slot.unsettled) {
         touched = true;
         if (slot.inSight) {
           settle.push(slot);
@@ -412,7 +417,7 @@ export class PageLoop implements PageFrames {
     const t1 = now();
     for (const slot of settle) {
       slot.unsettled = false;
-      slot.work.settle?.();
+      attempt(() => slot.work.settle?.());
     }
     if (touched || settle.length > 0) {
       this.stats.render_frames++;
@@ -461,6 +466,16 @@ export class PageLoop implements PageFrames {
 }
 
 const round = (ms: number): number => Math.round(ms * 10) / 10;
+
+/** Runs one view's part of a frame: a view that fails must not stop the others. */
+function attempt<T>(fn: () => T): T | false {
+  try {
+    return fn();
+  } catch (err) {
+    console.error("nbstream: a view's frame failed", err);
+    return false;
+  }
+}
 
 /** The first task after the current frame, by a message to ourselves (no 4 ms clamp). */
 export function browserAfterFrame(win: Window & typeof globalThis): AfterFrame | null {

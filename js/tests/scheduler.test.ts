@@ -293,22 +293,33 @@ describe("PageLoop", () => {
       },
     });
     const first = loop.register(new Work(clock));
+    const second = loop.register(new Work(clock));
     expect(loop.spacing).toBe(0);
     // a long frame in which no view rendered (the page's own work) changes nothing
     report(0, 70);
     expect(loop.spacing).toBe(0);
     clock.advance(100);
     first.request();
-    frames.frame(); // views render in a frame that starts at 100 and turns out long
+    second.request();
+    frames.frame(); // two views render in a frame that starts at 100 and turns out long
     report(99.5, 70);
     expect(loop.spacing).toBe(LONG_FRAME_SPACING_MS);
     expect(loop.stats).toMatchObject({ long_frames: 2, long_render_frames: 1 });
-    const slot = loop.register(new Work(clock));
     for (let f = 0; f < 200; f++) {
-      slot.request();
+      first.request();
+      second.request();
       frames.frame();
       clock.advance(16.7);
     }
+    expect(loop.spacing).toBe(0);
+    // one stream alone is never spaced, even after a long frame of its own
+    report(clock.t - 16.7, 70);
+    for (let f = 0; f < 70; f++) {
+      first.request();
+      frames.frame();
+      clock.advance(16.7);
+    }
+    expect(loop.stats.streaming).toBe(1);
     expect(loop.spacing).toBe(0);
   });
 
@@ -377,6 +388,37 @@ describe("PageLoop", () => {
     expect(frames.pending).toBe(1);
     frames.frame();
     expect([w.runs.length, w.settles]).toEqual([1, 1]);
+  });
+
+  it("keeps serving the other views when one view's frame throws", () => {
+    const h = harness();
+    const errors: unknown[] = [];
+    const original = console.error;
+    console.error = (...args: unknown[]) => errors.push(args);
+    try {
+      const ok = h.work(1);
+      const bad: FrameWork = {
+        run: () => {
+          throw new Error("boom");
+        },
+        priority: () => "later",
+      };
+      const a = h.loop.register(bad);
+      const b = h.loop.register(ok);
+      a.request();
+      b.request();
+      h.frame();
+      expect(ok.runs).toEqual([1]);
+      expect(errors.length).toBe(1);
+      // and both can ask again
+      a.request();
+      b.request();
+      expect(h.frames.pending).toBe(1);
+      h.frame();
+      expect(ok.runs).toEqual([1, 2]);
+    } finally {
+      console.error = original;
+    }
   });
 
   it("cancels its frame when the last view leaves, and ignores a disposed view", () => {
