@@ -208,6 +208,7 @@ export function mountChat(
     now,
     render: (t) => render(t),
     settle: () => view.settle(),
+    sight: (inSight) => view.setInSight(inSight),
     ack: send,
     counters,
   });

@@ -182,6 +182,8 @@ export interface FrameDeps {
    * of the frame rendered.
    */
   settle?: () => void;
+  /** the view's root came into sight or left it (the page loop watches it) */
+  sight?: (inSight: boolean) => void;
   counters: Counters;
   /** runs the trailing ack round; `setTimeout` by default */
   timer?: Timer;
@@ -215,9 +217,12 @@ export class FrameLoop {
     this.budget = deps.budget ?? pageAckBudget();
     const priority = deps.priority ?? ((): Priority => "soon");
     const settle = () => this.deps.settle?.();
+    const sight = (inSight: boolean) => this.deps.sight?.(inSight);
     this.slot =
-      deps.page?.register({ run: (now) => this.frame(now), priority, settle }, deps.root ?? null) ??
-      null;
+      deps.page?.register(
+        { run: (now) => this.frame(now), priority, settle, sight },
+        deps.root ?? null,
+      ) ?? null;
   }
 
   /** Makes sure a frame will run; cheap to call once per arriving message. */

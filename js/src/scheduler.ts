@@ -34,7 +34,9 @@
  *   a new message or a status in the next frame within the budget, before
  *   any text; only more text of a stream waits for its turn;
  * - renders a view that is out of sight (an IntersectionObserver on its root)
- *   at most every {@link HIDDEN_MS}, and at once when it comes into sight;
+ *   at most every {@link HIDDEN_MS}, and at once when it comes into sight; and
+ *   tells the view ({@link FrameWork.sight}), which then keeps the browser from
+ *   styling, laying out and painting its messages meanwhile (widget.css);
  * - calls each view's layout reads ({@link FrameWork.settle}: where to scroll)
  *   after every view of the frame wrote, so that the page is laid out once per
  *   frame, not once per view; and only for views in sight: reading the layout
@@ -95,6 +97,12 @@ export interface FrameWork {
   run(now: number): boolean;
   /** After every view of the frame ran: what reads layout (scroll positions). */
   settle?(): void;
+  /**
+   * The view's root came into sight or left it (its margin included): a view
+   * out of sight may stop the browser from rendering what it shows (it will not
+   * be seen before it comes back, and it runs again then).
+   */
+  sight?(inSight: boolean): void;
   /** How soon what is pending must show. */
   priority(): Priority;
 }
@@ -279,7 +287,11 @@ export class PageLoop implements PageFrames {
     if (root !== null && this.deps.sight) {
       this.deps.sight.observe(root, (inSight) => {
         const came = inSight && !slot.inSight;
+        const changed = inSight !== slot.inSight;
         slot.inSight = inSight;
+        if (changed) {
+          attempt(() => work.sight?.(inSight));
+        }
         if (came && (slot.since !== null || slot.unsettled)) {
           this.ensureFrame(); // it renders and settles in the next frame (see tick)
         }

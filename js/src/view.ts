@@ -97,6 +97,12 @@ export interface WidgetView {
    * on the page painted (the page is laid out once per frame, not per view).
    */
   settle(): void;
+  /**
+   * Whether the view is in sight (or near it): out of sight, its messages are
+   * not rendered by the browser (`content-visibility: hidden`, at their last
+   * size) until it comes back. The page's frame loop says so.
+   */
+  setInSight(inSight: boolean): void;
   setTitle(title: string): void;
   setSourceLabel(label: string): void;
   setPlaceholder(placeholder: string): void;
@@ -221,6 +227,10 @@ export abstract class BaseView implements WidgetView {
     for (const list of this.lists) {
       list.settle();
     }
+  }
+
+  setInSight(inSight: boolean): void {
+    this.root.classList.toggle("nbs-out-of-sight", !inSight);
   }
 
   protected newList(label: string, canContinue = false, canEdit = false): MessageList {

@@ -42,6 +42,7 @@ class Work implements FrameWork {
   runs: number[] = [];
   settles = 0;
   prio: Priority = "later";
+  sight?: (inSight: boolean) => void;
   constructor(
     private readonly clock: Clock,
     public cost = 1,
@@ -334,6 +335,8 @@ describe("PageLoop", () => {
     const loop = new PageLoop({ scheduler: frames, now: clock.now, sight });
     const el = document.createElement("div");
     const hidden = new Work(clock, 0);
+    const told: boolean[] = [];
+    hidden.sight = (inSight: boolean) => told.push(inSight);
     const shown = new Work(clock, 0);
     const hs = loop.register(hidden, el);
     const ss = loop.register(shown, document.createElement("div"));
@@ -357,6 +360,7 @@ describe("PageLoop", () => {
     frames.frame();
     expect(hs.pending).toBe(false);
     expect(hidden.settles).toBe(1);
+    expect(told).toEqual([false, true]); // the view was told, once per change
     // its stream's end shows at once even out of sight
     watchers.get(el)?.(false);
     hidden.prio = "now";
@@ -542,6 +546,26 @@ describe("chats on one page loop", () => {
     expect(loop.stats.max_callbacks_per_frame).toBe(1);
     expect(loop.stats.deferred).toBeGreaterThan(0);
     expect(frames.pending).toBe(0);
+  });
+
+  it("a chat out of sight has its messages skipped by the browser until it comes back", () => {
+    const watchers = new Map<Element, (inSight: boolean) => void>();
+    const frames = new FakeFrames();
+    const loop = new PageLoop({
+      scheduler: frames,
+      now: () => 0,
+      sight: { observe: (el, cb) => watchers.set(el, cb), unobserve: (el) => watchers.delete(el) },
+    });
+    const model = new FakeModel({ conversation: [message("a")] });
+    const el = document.createElement("div");
+    document.body.appendChild(el);
+    cleanups.push(mountChat(model, el, { frames: loop, idle: null }));
+    const root = el.querySelector(".nbs-chat") as HTMLElement;
+    expect(root.classList.contains("nbs-out-of-sight")).toBe(false);
+    watchers.get(root)?.(false);
+    expect(root.classList.contains("nbs-out-of-sight")).toBe(true);
+    watchers.get(root)?.(true);
+    expect(root.classList.contains("nbs-out-of-sight")).toBe(false);
   });
 
   it("per-view frames stay selectable: a request per view", () => {
