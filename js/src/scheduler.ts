@@ -20,10 +20,12 @@
  *   stream, spaces the frames that change anything so that they take at most
  *   {@link PAGE_SHARE} of the main thread: every few frames with eight streams,
  *   each frame carrying more text (larger batches, less often; nothing is
- *   dropped: the text waits in each view's buffer); one of its own frames that
- *   turns out long (over 50 ms, seen by a PerformanceObserver where the browser
- *   has one) widens the spacing at once. One stream alone renders every frame,
- *   as a loop of its own would: its token-to-pixel lag is what matters then;
+ *   dropped: the text waits in each view's buffer). A frame's cost grows with
+ *   the text it shows, so the spacing never grows past the point where frames
+ *   cost more than {@link FRAME_TARGET_MS}: then it shrinks (smaller batches),
+ *   and the budget below spreads the views over more frames. One stream alone
+ *   renders every frame, as a loop of its own would: its token-to-pixel lag is
+ *   what matters then;
  * - keeps the work of one frame under a budget: the views' script at most
  *   {@link FRAME_BUDGET_MS}, and less when the page's rendering costs many
  *   times the script (the ratio of a frame's cost to its script, measured),
@@ -61,8 +63,6 @@ export const FRAME_TARGET_MS = 30;
 export const PAGE_SHARE = 0.5;
 /** Frames that change the DOM are never spaced further apart than this (ms). */
 export const MAX_SPACING_MS = 250;
-/** After a long animation frame, frames that change the DOM are at least this far apart (ms). */
-export const LONG_FRAME_SPACING_MS = 100;
 /** A view out of sight renders at most this often (ms), unless its work is urgent. */
 export const HIDDEN_MS = 500;
 /** A view that asked for a frame within this long counts as streaming (ms). */
@@ -240,8 +240,8 @@ export class PageLoop implements PageFrames {
   private cost: number | null = null;
   /** the smoothed ratio of that cost to the views' script; null until measured */
   private ratio: number | null = null;
-  /** the spacing a long animation frame imposes, decaying (ms) */
-  private longSpacing = 0;
+  /** the spacing while several views stream (ms; see {@link spacing}) */
+  private spacingMs = 0;
   private stopLongFrames: (() => void) | null = null;
   private readonly budgetMs: number;
 
@@ -316,8 +316,7 @@ export class PageLoop implements PageFrames {
     if (this.stats.streaming < 2) {
       return 0;
     }
-    const byCost = this.cost === null ? 0 : this.cost / PAGE_SHARE;
-    return Math.min(MAX_SPACING_MS, Math.max(byCost, this.longSpacing));
+    return this.spacingMs;
   }
 
   private ensureFrame(): void {
@@ -338,15 +337,11 @@ export class PageLoop implements PageFrames {
 
   private onLongFrame(at: number, ms: number): void {
     this.stats.long_frames++;
-    // only a frame in which views rendered says that their work is too much
+    // told apart for benchmarks: the frames' costs already steer the spacing and budget
     if (!this.stats.recent.some((f) => f.at >= at - 1 && f.at <= at + ms)) {
       return;
     }
     this.stats.long_render_frames++;
-    this.longSpacing = Math.min(
-      MAX_SPACING_MS,
-      Math.max(LONG_FRAME_SPACING_MS, this.longSpacing * 1.5, ms),
-    );
   }
 
   private readonly tick = (frameTime?: number): void => {
@@ -447,8 +442,6 @@ export class PageLoop implements PageFrames {
       }
       this.measure(start, frame);
     }
-    // the spacing a long frame imposed fades over about a second of frames
-    this.longSpacing = this.longSpacing < 1 ? 0 : this.longSpacing * 0.97;
     for (const slot of this.slots) {
       if (slot.since !== null) {
         this.ensureFrame();
@@ -468,6 +461,14 @@ export class PageLoop implements PageFrames {
       frame.cost_ms = round(ms);
       this.cost = this.cost === null ? ms : this.cost + SMOOTHING * (ms - this.cost);
       this.stats.frame_cost_ms = round(this.cost);
+      // the share rule spaces frames by what they cost; but a frame costs more the more
+      // text it carries, so frames over the target shrink the spacing instead
+      const byShare = this.cost / PAGE_SHARE;
+      const next =
+        this.cost > FRAME_TARGET_MS
+          ? Math.min(byShare, this.spacingMs * (FRAME_TARGET_MS / this.cost))
+          : byShare;
+      this.spacingMs = Math.min(MAX_SPACING_MS, next);
       if (frame.script_ms >= 0.5) {
         const r = Math.min(MAX_RATIO, Math.max(MIN_RATIO, ms / frame.script_ms));
         this.ratio = this.ratio === null ? r : this.ratio + SMOOTHING * (r - this.ratio);
