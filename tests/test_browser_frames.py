@@ -14,7 +14,10 @@ Counts and order only, no timings.
 
 from __future__ import annotations
 
+import argparse
+import importlib.util
 import sys
+from typing import Any
 
 import pytest
 from conftest import REPO, JupyterLab, RunScenario
@@ -90,3 +93,38 @@ def test_views_share_one_frame_loop(
     else:
         # a loop per view: the count sees several callbacks in one frame
         assert wf["max_per_frame"] >= 2 and wf["frames_with_more"] > 0, wf
+
+
+def _acks_bench() -> Any:
+    spec = importlib.util.spec_from_file_location(
+        "browser_acks", REPO / "benchmarks" / "browser_acks.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_many_streams_bench_runs_end_to_end(jupyterlab: JupyterLab) -> None:
+    """benchmarks/browser_acks.py, tiny: both frame loops, the corpus, every figure there.
+
+    Checks that the benchmark still measures what it says (counts, completeness, the
+    tables print), never its values (timing targets live in the benchmark)."""
+    bench = _acks_bench()
+    args = argparse.Namespace(widgets=2, pieces=200, rate=250.0, interval=None, text="corpus",
+                              ack_gap=None, idle_probes=2, trace=True, profile=False,
+                              viewport_height=None)
+    results = {m: [bench.run_round(jupyterlab, m, 0, args, None)] for m in ("shared", "per-view")}
+    for mode, (r,) in results.items():
+        # run_round itself raises unless both views ended showing all of their text
+        assert r["statuses"] == ["done", "done"], r["statuses"]
+        assert r["probe_idle_ms"]["n"] == 2 and r["probe_stream_ms"]["n"] >= 0
+        assert r["renders"] > 0 and r["received_comm"] > 0, r
+        assert "busy_ms_in_stream_by_event" in r["trace"], r["trace"]
+        assert (r["page_loop"] is not None) == (mode == "shared"), r["page_loop"]
+    assert results["shared"][0]["widget_raf_max_per_frame"] == 1
+    assert results["shared"][0]["page_loop"]["views"] == 2
+    printed = bench.table(results)
+    assert "| shared " in printed and "| per-view " in printed, printed
+    assert "| shared " in bench.table(results, bench.LOOP_COLUMNS)
+    assert "Layerize" in bench.steps_table(results)
