@@ -4,7 +4,8 @@ N ChatWidgets stream model-shaped Markdown at once (the corpus,
 ``benchmarks/corpus``: headings, lists, tables, code, math, CJK, emoji; each
 widget starts at another answer) in real JupyterLab + headless Chromium. Each
 round runs every variant, in an order that alternates between rounds; the
-variants are set through ``window.__nbstreamOptions`` (js/src/index.ts):
+variants are set through each widget's ``debug`` trait (``ViewDebug`` in
+nbstream/widgets/protocol.py), in the notebook cell that makes the widgets:
 
 * ``shared``: the widget as shipped: every view on the page renders from one
   frame loop with one time budget (js/src/scheduler.ts);
@@ -54,7 +55,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _corpus import corpus_text, kernel_source  # noqa: E402
 from browser_markdown import interval_arg, run_node  # noqa: E402
 
-#: variant -> window.__nbstreamOptions
+#: variant -> the widgets' debugging switches (ViewDebug in nbstream/widgets/protocol.py)
 VARIANTS: dict[str, dict[str, Any]] = {
     "shared": {},
     "per-view": {"frames": "per-view"},
@@ -65,7 +66,7 @@ TEXTS = ("corpus", "words")
 
 def notebook_cells(
     n: int, pieces: int, rate: float, mode: str, interval: float | None = None,
-    text: str = "corpus",
+    text: str = "corpus", ack_gap_ms: float | None = None,
 ) -> list[str]:
     """Cell 0: N widgets; cell 1: the probe; cell 2: every widget asked at once."""
     if text == "corpus":
@@ -86,6 +87,11 @@ def notebook_cells(
         + f"chats = [ChatWidget(ScriptedSource(t, rate=RATE){interval_arg(interval)})\n"
         "         for t in TEXTS]\n"
     )
+    debug = dict(VARIANTS[mode])
+    if ack_gap_ms is not None and mode != "every-frame-acks":
+        debug["ack_gap_ms"] = ack_gap_ms
+    if debug:
+        setup += f"for c in chats:\n    c.debug = {debug!r}\n"
     if mode == "every-frame-acks":
         # the previous kernel side, for the previous view: window 4, ack timeout 0.3 s
         # (a benchmark reaching into the channel; no module does this)
@@ -213,14 +219,12 @@ def run_round(lab: Any, mode: str, rnd: int, args: argparse.Namespace,
               trace_dir: Path | None) -> dict[str, Any]:
     path = lab.write_notebook(
         f"many-{mode}-{rnd}.ipynb",
-        notebook_cells(args.widgets, args.pieces, args.rate, mode, args.interval, args.text),
+        notebook_cells(args.widgets, args.pieces, args.rate, mode, args.interval, args.text,
+                       args.ack_gap),
     )
-    options = dict(VARIANTS[mode])
-    if args.ack_gap is not None and mode != "every-frame-acks":
-        options["ackGapMs"] = args.ack_gap
     try:
         r = run_node(lab, "acks_bench", {
-            "notebook": path, "widgets": args.widgets, "options": options,
+            "notebook": path, "widgets": args.widgets, "mode_name": mode,
             "produce_ms": round(args.pieces / args.rate * 1000), "mode": f"many-{mode}-{rnd}",
             "idle_probes": args.idle_probes, "trace": args.trace, "profile": args.profile,
             **({"viewport_height": args.viewport_height} if args.viewport_height else {}),

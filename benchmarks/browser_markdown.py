@@ -7,8 +7,8 @@ JupyterLab, in headless Chromium; the page records long tasks, frames, every
 DOM update of the widget and the token-to-pixel lag (tests/browser/markdown_bench.mjs).
 The same text then goes through the naive way, a full re-render of the whole
 answer per frame (``full``), and, with ``--modes incremental,per-view``,
-through the previous frame loop (a loop per view, ``frames: "per-view"``) for
-comparison. Prints a table of medians; not a timed test.
+through the previous frame loop (a loop per view, the widget's ``debug`` trait
+``{"frames": "per-view"}``) for comparison. Prints a table of medians; not a timed test.
 
     .venv/bin/python benchmarks/browser_markdown.py                 # 20,000 pieces at 2,000/s
     .venv/bin/python benchmarks/browser_markdown.py --pieces 5000 --repeat 3 --json out.json
@@ -40,10 +40,27 @@ def interval_arg(interval: float | None) -> str:
     return "" if interval is None else f", interval={interval}"
 
 
+def debug_line(name: str, debug: dict[str, Any] | None) -> str:
+    """``name.debug = {...}`` (the widget's debugging switches: the previous ways its
+    views can be switched to, ViewDebug in nbstream/widgets/protocol.py), or nothing."""
+    return f"{name}.debug = {debug!r}\n" if debug else ""
+
+
+def mode_debug(mode: str, ack_gap_ms: float | None = None) -> dict[str, Any]:
+    """The ``debug`` switches of a run in ``mode`` (:data:`MODES`), with another least
+    gap between ack rounds."""
+    debug: dict[str, Any] = dict(MODES[mode])
+    if ack_gap_ms is not None:
+        debug["ack_gap_ms"] = ack_gap_ms
+    return debug
+
+
 def notebook_cells(
-    pieces: int, rate: float, timeline: str, interval: float | None = None
+    pieces: int, rate: float, timeline: str, interval: float | None = None,
+    debug: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Cell 0: the widget; cell 1: write the last reply's timeline (wall clock) to ``timeline``.
+    """Cell 0: the widget (with ``debug`` switches); cell 1: write the last reply's
+    timeline (wall clock) to ``timeline``.
 
     The timeline counts characters as the page does (UTF-16 code units: an
     emoji is 2), so that a piece is matched with the DOM update that showed it.
@@ -54,6 +71,7 @@ def notebook_cells(
         "from nbstream.sources import ScriptedSource\n"
         f"TEXT = corpus_pieces({pieces})\n"
         f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}){interval_arg(interval)})\n"
+        f"{debug_line('chat', debug)}"
         "chat"
     )
     dump = (
@@ -127,34 +145,27 @@ def run_mode(
     ack_gap_ms: float | None = None,
 ) -> dict[str, Any]:
     name = f"bench-{mode}-{rep}.ipynb"
-    options = MODES[mode]
     timeline = f"bench-{mode}-{rep}.timeline.json"
-    path = lab.write_notebook(name, notebook_cells(pieces, rate, timeline, interval))
+    path = lab.write_notebook(
+        name, notebook_cells(pieces, rate, timeline, interval, mode_debug(mode, ack_gap_ms)))
     try:
         return run_node(
             lab,
             "markdown_bench",
-            {
-                "notebook": path,
-                "timeline": timeline,
-                "mode": mode,
-                "options": options,
-                "timeout_ms": 300_000,
-                **({} if ack_gap_ms is None else {"ack_gap_ms": ack_gap_ms}),
-            },
+            {"notebook": path, "timeline": timeline, "mode": mode, "timeout_ms": 300_000},
             timeout=420,
         )
     finally:
         lab.shutdown_kernels()
 
 
-#: mode -> window.__nbstreamOptions (js/src/index.ts): the widget as shipped, a full
-#: re-render of the whole answer per frame (the naive way), and the previous frame loop
-#: (each view its own animation frames, no page budget)
+#: mode -> the widget's debug switches (ViewDebug in nbstream/widgets/protocol.py): the
+#: widget as shipped, a full re-render of the whole answer per frame (the naive way), and
+#: the previous frame loop (each view its own animation frames, no page budget)
 MODES: dict[str, dict[str, str]] = {
-    "incremental": {"markdown": "incremental"},
+    "incremental": {},
     "full": {"markdown": "full"},
-    "per-view": {"markdown": "incremental", "frames": "per-view"},
+    "per-view": {"frames": "per-view"},
 }
 
 #: (column title, path into a result, format)

@@ -5,8 +5,8 @@ benchmark corpus (model-shaped Markdown: headings, lists, tables, code, math,
 CJK, emoji) at once. With the shipped front end every view renders from one
 animation-frame callback: in no frame does nbstream's code run more than one
 (counted from the page, by the stack of each ``requestAnimationFrame`` call, not
-by the widget's own counters); with ``frames: "per-view"`` (the previous way,
-kept for benchmarks) they do, which shows that the count can tell. Either way
+by the widget's own counters); with each widget's ``debug`` trait set to
+``{"frames": "per-view"}`` (the previous way, kept for benchmarks) they do, which shows that the count can tell. Either way
 every answer ends complete: the kernel's text is the corpus text sent, and each
 view shows what a fresh view of the same widget renders from the whole text.
 Counts and order only, no timings.
@@ -31,23 +31,30 @@ PIECES, RATE = 600, 250.0
 CHATS = 3
 
 
-def _cells() -> list[str]:
+def _cells(debug: dict[str, str]) -> list[str]:
+    """Cell 0: three chats and a Compare, with ``debug`` switches; cell 1: every one
+    asked, and a stream() output (a StreamView shown by hand when it has switches:
+    they must be set before a view renders); cell 2: every widget shown again."""
     setup = (
         kernel_source()
-        + "from nbstream import ChatWidget, Compare, stream\n"
+        + "from nbstream import ChatWidget, Compare, StreamView, stream\n"
         "from nbstream.sources import ScriptedSource\n"
         f"P, R = {PIECES}, {RATE}\n"
         f"chats = [ChatWidget(ScriptedSource(corpus_pieces(P, i), rate=R)) for i in range({CHATS})]\n"
         f"cmp = Compare([ScriptedSource(corpus_pieces(P, {CHATS} + k), rate=R) for k in range(2)],\n"
         "              labels=['left', 'right'])\n"
+        f"DEBUG = {debug!r}\n"
         "for w in [*chats, cmp]:\n"
+        "    w.debug = DEBUG\n"
         "    display(w)"
     )
+    sv_source = f"ScriptedSource(corpus_pieces(P, {CHATS + 2}), rate=R), 'go'"
     start = (
         "for c in chats:\n"
         "    c.send('go')\n"
         "cmp.send('go')\n"
-        f"sv = stream(ScriptedSource(corpus_pieces(P, {CHATS + 2}), rate=R), 'go')"
+        + (f"sv = StreamView({sv_source})\nsv.debug = DEBUG\ndisplay(sv)" if debug
+           else f"sv = stream({sv_source})")
     )
     again = "for w in [*chats, cmp, sv]:\n    display(w)"
     return [setup, start, again]
@@ -66,9 +73,9 @@ CHECK = (
 def test_views_share_one_frame_loop(
     jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str, frames: str
 ) -> None:
-    path = jupyterlab.write_notebook(notebook_name, _cells())
-    options = {} if frames == "shared" else {"frames": "per-view"}
-    r = run_scenario("frames", timeout=240, notebook=path, options=options,
+    path = jupyterlab.write_notebook(
+        notebook_name, _cells({} if frames == "shared" else {"frames": "per-view"}))
+    r = run_scenario("frames", timeout=240, notebook=path,
                      before=CHATS + 1, streams=CHATS + 3, check_code=CHECK)
     print({k: r[k] for k in ("roots", "widget_frames", "loop")})
     # every answer complete: the kernel holds the corpus text, done

@@ -4,8 +4,9 @@
 // tasks, frames the page missed (gaps > 50 ms between animation frames), how many
 // animation-frame callbacks nbstream's code ran per frame, and a probe cell run
 // from the keyboard again and again while they stream (and before, idle).
-// params: { notebook, widgets = 8, options: window.__nbstreamOptions (the
-//           variant: e.g. { frames: "per-view" }, { acks: "every-frame" }),
+// params: { notebook, widgets = 8, mode_name (only names the run: the variant is
+//           in the notebook, set by benchmarks/browser_acks.py in each widget's
+//           `debug` trait, e.g. { frames: "per-view" }, { acks: "every-frame" }),
 //           setup_cell = 0, probe_cell = 1, start_cell = 2, idle_probes = 8,
 //           probe_gap_ms = 100, produce_ms, trace = false, profile = false, trace_file,
 //           viewport_height: the window's height in px (default 900) }
@@ -47,9 +48,6 @@ await scenario(async ({ page, params, log }) => {
   const probeCell = params.probe_cell ?? 1;
   const needle = 'probe-ok';
   const gap = params.probe_gap_ms ?? 100;
-  await page.addInitScript((o) => {
-    window.__nbstreamOptions = o;
-  }, params.options ?? {});
   await page.addInitScript(countWidgetFrames);
   const counts = { on: false, received: {}, sent: {}, received_bytes: 0 };
   page.on('websocket', (ws) => {
@@ -137,7 +135,7 @@ await scenario(async ({ page, params, log }) => {
   const wfFrames = frames1.frames - frames0.frames;
   return {
     widgets: n,
-    options: params.options ?? {},
+    mode: params.mode_name ?? null,
     t_start: Math.round(tStart),
     stream_ms: Math.round(tFinal - tStart),
     received_total: received,

@@ -5,8 +5,9 @@
 // widget's own counters), reads the page loop's own counters, and returns every
 // answer's text as it ended streamed, and as a fresh view of the same widget
 // shows it (rendered from the whole text at once).
-// params: { notebook, options: window.__nbstreamOptions, before = roots after
-//           cell 0, streams = assistant messages the start cell makes final,
+// Which loop the views use is the notebook's business (each widget's `debug`
+// trait, set by tests/test_browser_frames.py).
+// params: { notebook, before = roots after cell 0, streams = assistant messages the start cell makes final,
 //           setup_cell = 0, start_cell = 1, again_cell = 2, check_code }
 import { openNotebook, runCell, scenario } from './lab.mjs';
 import { countWidgetFrames, kernelJson, readWidgetFrames, resetWidgetFrames } from './record.mjs';
@@ -30,9 +31,6 @@ function answers(page, from, to) {
 }
 
 await scenario(async ({ page, params }) => {
-  await page.addInitScript((o) => {
-    window.__nbstreamOptions = o;
-  }, params.options ?? {});
   await page.addInitScript(countWidgetFrames);
   await openNotebook(page, params.notebook);
   await runCell(page, params.setup_cell ?? 0);
