@@ -380,6 +380,11 @@ export class Conversation {
       e.appended = [];
       this.dirty.add(e);
     }
+    if (meta.attachments !== undefined && e.attachments === undefined) {
+      e.attachments = meta.attachments; // a prompt's attachments, once (it never changes)
+      e.meta = true;
+      this.dirty.add(e);
+    }
     this.applyChrome(e, meta);
   }
 

@@ -12,14 +12,16 @@
  * loop (frame.ts) renders the buffer's changes into the view at most once per
  * animation frame, when the page's one loop (scheduler.ts) gives this view its
  * turn, and acks what it rendered. User actions from the view go to
- * the kernel as `send`, `stop`, `regenerate`, `clear`, `continue` and
- * `system_prompt` messages.
+ * the kernel as `send` (with attachments: their bytes as the message's
+ * buffers), `stop`, `regenerate`, `clear`, `continue` and `system_prompt`
+ * messages; a `refused` message gives a Send's attachments back.
  *
  * The `mode` trait is read once, when the view renders.
  * Everything here runs on the browser's main thread, in model callbacks and
  * animation frames; nothing blocks.
  */
 import type { AnyModel } from "@anywidget/types";
+import { toPolicy } from "./attachments";
 import { visibleBranch } from "./branches";
 import { type Changes, Conversation } from "./buffer";
 import { CompareView, paneOf } from "./compare";
@@ -38,6 +40,7 @@ import {
   CURRENT_KEY,
   FINAL_STATUSES,
   isDeltaMsg,
+  isRefusedMsg,
   isWelcomeMsg,
   STATE_TRAIT,
   toMode,
@@ -128,7 +131,9 @@ export function mountChat(
   /** this view's id in its hello and bye (the kernel counts the views on the page) */
   const viewId = `v${Math.random().toString(36).slice(2, 12)}${Date.now().toString(36)}`;
   const conversation = new Conversation();
-  const send = (msg: ViewMsg): void => model.send(msg);
+  /** a message to the kernel (a Send's attachments: their bytes as its buffers, in order) */
+  const send = (msg: ViewMsg, buffers?: ArrayBuffer[]): void =>
+    buffers === undefined ? model.send(msg) : model.send(msg, undefined, buffers);
 
   const mode = toMode(model.get("mode"));
   /** whether a reply (of pane `pane`, or of any) is queued, loading or running */
@@ -142,7 +147,17 @@ export function mountChat(
           (pane === null || paneOf(e) === pane),
       );
   const actions: ViewActions = {
-    send: (prompt) => send({ kind: "send", text: prompt }),
+    send: (prompt, attached) => {
+      if (attached === undefined) {
+        send({ kind: "send", text: prompt });
+        return;
+      }
+      // the attachments' bytes travel as the message's binary buffers (#21)
+      send(
+        { kind: "send", text: prompt, attachments: attached.attachments, draft: attached.draft },
+        attached.buffers,
+      );
+    },
     stop: () => {
       // One meaning of Stop (button, Escape, chat.stop(), interrupt): the kernel stops
       // the running reply and cancels this widget's queued ones, every pane in a Compare.
@@ -282,6 +297,10 @@ export function mountChat(
       connection.heard();
       return;
     }
+    if (isRefusedMsg(content)) {
+      view.refused(content.draft, content.reason);
+      return;
+    }
     if (!isDeltaMsg(content)) {
       return;
     }
@@ -303,6 +322,7 @@ export function mountChat(
     const prompt = model.get("system_prompt");
     view.setSystemPrompt(typeof prompt === "string" ? prompt : null);
   };
+  const onPolicy = (): void => view.setAttachmentPolicy(toPolicy(model.get("attachment_policy")));
 
   const wm = model.widget_manager as unknown as {
     kernel?: KernelLike | null;
@@ -344,12 +364,14 @@ export function mountChat(
   model.on("change:placeholder", onPlaceholder);
   model.on("change:panes", onPanes);
   model.on("change:system_prompt", onSystem);
+  model.on("change:attachment_policy", onPolicy);
 
   onTitle();
   onSource();
   onPlaceholder();
   onPanes();
   onSystem();
+  onPolicy();
   el.appendChild(view.root);
   // The saved or current conversation is shown at once, not a frame later,
   // and without announcing its statuses.
@@ -386,6 +408,7 @@ export function mountChat(
     model.off("change:placeholder", onPlaceholder);
     model.off("change:panes", onPanes);
     model.off("change:system_prompt", onSystem);
+    model.off("change:attachment_policy", onPolicy);
     loop.dispose();
     view.dispose();
     view.root.remove();

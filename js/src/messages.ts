@@ -7,6 +7,7 @@
  *     div.nbs-messages          the scrollable list; follows new text unless scrolled up
  *       div.nbs-message[data-id][data-role][data-status][data-pane][data-finish]
  *         span.nbs-who          who speaks, for screen readers only
+ *         div.nbs-attachments   a question's attachments (attachments.ts), if any
  *         details.nbs-reasoning the model's thinking (reasoning.ts), only in a reply
  *                               that has some: a reply without looks as before
  *         div.nbs-text          the text: Markdown (.nbs-md, see incremental.ts) for
@@ -29,6 +30,7 @@
  * owning view's one delegated listener, which reads a message's text with
  * {@link MessageList.entry}. Runs on the browser's main thread only.
  */
+import { MessageAttachments } from "./attachments";
 import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
 import type { Highlighter } from "./highlight";
@@ -143,6 +145,8 @@ export class MessageList {
   private readonly fresh = new Set<string>();
   /** the replies' tool parts painted since the last settle (their layout reads wait for it) */
   private readonly toolsToSettle = new Set<ToolParts>();
+  /** a question's attachments (thumbnails, file chips) */
+  private readonly attachments: MessageAttachments;
   /** whether the widget is connected to a kernel (connection.ts): when not, a live
    * message is shown as cut off, not as streaming */
   private connected = true;
@@ -152,6 +156,7 @@ export class MessageList {
     private readonly options: ListOptions,
   ) {
     this.doc = doc;
+    this.attachments = new MessageAttachments(doc);
     this.el = makeElement(doc, "div", "nbs-scroll");
     this.list = makeElement(doc, "div", "nbs-messages");
     this.list.setAttribute("role", "list");
@@ -306,6 +311,7 @@ export class MessageList {
       node.sink.replace(head.text);
       this.countChars(node, head.text.length);
     }
+    this.attachments.paint(node.el, node.textEl, e.attachments);
     if (e.role === "assistant" && (head.reasoning !== "" || node.reasoning !== null)) {
       if (node.reasoning === null) {
         node.reasoning = new ReasoningBlock(
