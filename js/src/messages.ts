@@ -143,6 +143,8 @@ export class MessageList {
   private readonly nodes = new Map<string, MessageNode>();
   /** ids of the nodes created and not painted yet */
   private readonly fresh = new Set<string>();
+  /** the replies' tool parts painted since the last settle (their layout reads wait for it) */
+  private readonly toolsToSettle = new Set<ToolParts>();
   /** a question's attachments (thumbnails, file chips) */
   private readonly attachments: MessageAttachments;
   /** whether the widget is connected to a kernel (connection.ts): when not, a live
@@ -335,6 +337,7 @@ export class MessageList {
         });
         node.textEl.after(node.tools.el);
       }
+      this.toolsToSettle.add(node.tools);
       try {
         node.tools.paint(e, replaced, change.tail ?? [], now);
       } catch (err) {
@@ -352,6 +355,10 @@ export class MessageList {
    * taller than the list (scroll.ts).
    */
   settle(): void {
+    for (const tools of this.toolsToSettle) {
+      tools.settle();
+    }
+    this.toolsToSettle.clear();
     const last = this.list.lastElementChild as HTMLElement | null;
     const live = last?.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
     this.scroll.settle(live ? last : null);

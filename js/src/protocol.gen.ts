@@ -569,6 +569,12 @@ export interface ViewDebug {
    * out (the previous way), instead of in batches (`"batched"`, js/src/sized.ts)
    */
   sized?: "at-once" | "batched";
+  /**
+   * `"per-view"`: each view requests its own animation frames (the previous
+   * way) instead of rendering from the page's one frame loop and its budget
+   * (`"shared"`, js/src/scheduler.ts)
+   */
+  frames?: "per-view" | "shared";
 }
 /**
  * The synced traits a view reads (any of them may be absent), besides the

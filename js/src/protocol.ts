@@ -302,6 +302,9 @@ export function toViewDebug(x: unknown): ViewDebug {
   if (x.sized === "at-once" || x.sized === "batched") {
     out.sized = x.sized;
   }
+  if (x.frames === "per-view" || x.frames === "shared") {
+    out.frames = x.frames;
+  }
   return out;
 }
 

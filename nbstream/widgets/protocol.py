@@ -602,6 +602,10 @@ class ViewDebug(TypedDict, total=False):
     #: ``"at-once"``: let a Markdown block skip layout in the frame it was first laid
     #: out (the previous way), instead of in batches (``"batched"``, js/src/sized.ts)
     sized: Literal["batched", "at-once"]
+    #: ``"per-view"``: each view requests its own animation frames (the previous
+    #: way) instead of rendering from the page's one frame loop and its budget
+    #: (``"shared"``, js/src/scheduler.ts)
+    frames: Literal["shared", "per-view"]
 
 
 class ViewTraits(TypedDict):
