@@ -9,8 +9,9 @@
  * read into the buffer (keys.ts into buffer.ts), which says whether a frame is
  * due; the reader says whether a resync must be sent. (An older kernel's
  * `conversation` trait and delta messages go into the same buffer.) The frame
- * loop (frame.ts) renders the buffer's changes into the view once per
- * animation frame and acks what it rendered. User actions from the view go to
+ * loop (frame.ts) renders the buffer's changes into the view at most once per
+ * animation frame, when the page's one loop (scheduler.ts) gives this view its
+ * turn, and acks what it rendered. User actions from the view go to
  * the kernel as `send` (with attachments: their bytes as the message's
  * buffers), `stop`, `regenerate`, `clear`, `continue` and `system_prompt`
  * messages; a `refused` message gives a Send's attachments back.
@@ -48,6 +49,7 @@ import {
   type ViewDebug,
   type ViewMsg,
 } from "./protocol";
+import { loopScheduler, type PageFrames, pageFrames } from "./scheduler";
 import type { SizedMode } from "./sized";
 import {
   ChatView,
@@ -59,7 +61,13 @@ import {
 } from "./view";
 
 export interface MountOptions {
-  /** frame scheduler; the browser's `requestAnimationFrame` by default */
+  /**
+   * Where frames come from: the page's one loop (scheduler.ts; the default,
+   * unless `scheduler` is given), another loop (tests), or "per-view": this
+   * view's own animation frames (the previous way, for benchmarks).
+   */
+  frames?: PageFrames | "per-view";
+  /** this view's own frame scheduler (per-view frames); the browser's `requestAnimationFrame` by default */
   scheduler?: FrameScheduler;
   /** monotonic clock in ms; `performance.now` by default */
   now?: () => number;
@@ -99,6 +107,9 @@ export function debugMountOptions(debug: ViewDebug): MountOptions {
   if (debug.lazy === "off") {
     out.lazy = false;
   }
+  if (debug.frames === "per-view") {
+    out.frames = "per-view";
+  }
   return out;
 }
 
@@ -118,6 +129,11 @@ export function mountChat(
   const doc = el.ownerDocument;
   const win = doc.defaultView ?? window;
   const scheduler = options.scheduler ?? browserScheduler(win);
+  // an injected scheduler (tests) means frames of this view's own, unless a loop is given too
+  const page =
+    options.frames === "per-view"
+      ? null
+      : (options.frames ?? (options.scheduler === undefined ? pageFrames(win) : null));
   const now = options.now ?? (() => performance.now());
   const idle = options.idle === undefined ? browserIdle(win) : options.idle;
   const counters = newCounters();
@@ -176,12 +192,19 @@ export function mountChat(
     approveTool: (id, call, decision) => send({ kind: "tool_approval", id, call, decision }),
   };
   const lazy = options.lazy ?? canDefer(win);
+  /** the view's root, once it is built (the lazy frames' place in the page loop) */
+  let rootEl: Element | null = null;
+  // a long chat's own frames (lazy.ts: its history entering the DOM, the placeholders a
+  // reader scrolls to) are the page loop's too: one callback a frame for the page, and
+  // their turn after what streams ("later": spaced while several views stream, seldom
+  // while out of sight)
+  const lazyFrames = lazy && page !== null ? loopScheduler(page, () => rootEl, "later") : null;
   const viewOptions: ViewOptions = {
     idle,
     lazy: !lazy
       ? null
       : {
-          scheduler,
+          scheduler: lazyFrames ?? scheduler,
           untilFound: hasUntilFound(win),
           now,
           timer: {
@@ -200,6 +223,7 @@ export function mountChat(
       ? new CompareView(doc, actions, viewOptions, (id) => conversation.get(id))
       : new ChatView(doc, actions, viewOptions, mode, (id) => conversation.get(id));
   (view.root as ChatRoot).__nbstream = counters;
+  rootEl = view.root;
 
   const summary = (): Summary => {
     const all = conversation.list();
@@ -255,8 +279,18 @@ export function mountChat(
   };
   const loop = new FrameLoop({
     scheduler,
+    page,
+    root: view.root,
+    // a stream's end shows at once; a new message, a status or another branch soon;
+    // more text of a stream when the page loop's budget gives it a turn
+    priority: () => {
+      const kind = conversation.pendingKind();
+      return kind === "ended" ? "now" : kind === "changed" || branchDirty ? "soon" : "later";
+    },
     now,
     render: (t) => render(t),
+    settle: () => view.settle(),
+    sight: (inSight) => view.setInSight(inSight),
     ack: send,
     counters,
     ...(options.ackGapMs === undefined ? {} : { ackGapMs: options.ackGapMs }),
@@ -345,6 +379,7 @@ export function mountChat(
       const t = now();
       view.setConnection(state, reason, t);
       view.paint({ order: null, messages: [], acks: [] }, summary(), t, false);
+      view.settle(); // outside a frame: paint writes, settle reads layout after it
     },
   });
   const onCommLive = (): void => connection.linkChanged();
@@ -379,6 +414,7 @@ export function mountChat(
     conversation.applyState(model.get(STATE_TRAIT));
   }
   render(now(), false);
+  view.settle();
   connection.hello();
 
   return () => {
@@ -403,6 +439,7 @@ export function mountChat(
     model.off("change:system_prompt", onSystem);
     model.off("change:attachment_policy", onPolicy);
     loop.dispose();
+    lazyFrames?.dispose();
     view.dispose();
     view.root.remove();
   };

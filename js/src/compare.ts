@@ -142,7 +142,6 @@ export class CompareView extends BaseView {
     this.panes.forEach((p, i) => {
       this.updatePaneStatus(p);
       this.setDisabled(p.stop, !summary.activePanes.has(i));
-      p.list.settle();
     });
     this.setDisabled(this.stopButton, !summary.active);
     this.setDisabled(this.clearButton, summary.empty);

@@ -48,7 +48,11 @@
  * messages, never the DOM.
  *
  * The frame scheduler, the clock and the timer are injected, so tests drive
- * everything by hand. Runs on the browser's main thread only.
+ * everything by hand; in a page the frames are the page loop's
+ * (scheduler.ts `loopScheduler`: one animation-frame callback for every view,
+ * this work after what streams). A frame is asked for only once the list
+ * settled with placeholders left ({@link LazyRenderer.flush}), after a scroll,
+ * or while a history enters the DOM. Runs on the browser's main thread only.
  */
 import type { FrameScheduler, Timer } from "./frame";
 
@@ -250,7 +254,7 @@ export class LazyRenderer {
       this.marks?.observe(textEl, { childList: true });
     }
     this.deferred.set(el, textEl);
-    this.look();
+    this.looking = true; // asked for in flush(), if the end did not render it at once
   }
 
   /** The placeholder of a deferred message shows `text` now (it grew or was replaced). */
@@ -320,6 +324,20 @@ export class LazyRenderer {
   wake(): void {
     this.attaching = true;
     this.request();
+  }
+
+  /**
+   * After the list settled (its end rendered at once while it follows its
+   * bottom): asks for the frame that looks for the placeholders made since,
+   * if any are left. So a chat streaming at its bottom, whose new questions
+   * are deferred and rendered at once, asks for no frame of its own.
+   */
+  flush(): void {
+    if (this.deferred.size === 0) {
+      this.looking = false;
+    } else if (this.looking) {
+      this.request();
+    }
   }
 
   /** Asks for a frame that renders the placeholders near the view (if any). */

@@ -174,6 +174,8 @@ export class MessageList {
   private readonly chunkWaiting = new Set<MessageNode>();
   /** the chunks listened for, each with the function that stops listening */
   private readonly chunkListeners = new Map<ChunkName, () => void>();
+  /** the replies' tool parts painted since the last settle (their layout reads wait for it) */
+  private readonly toolsToSettle = new Set<ToolParts>();
   /** a question's attachments (thumbnails, file chips) */
   private readonly attachments: MessageAttachments;
   /** whether the widget is connected to a kernel (connection.ts): when not, a live
@@ -464,9 +466,14 @@ export class MessageList {
    */
   settle(): void {
     this.lazy?.renderTail();
+    for (const tools of this.toolsToSettle) {
+      tools.settle();
+    }
+    this.toolsToSettle.clear();
     const last = this.list.lastElementChild as HTMLElement | null;
     const live = last?.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
     this.scroll.settle(live ? last : null);
+    this.lazy?.flush();
   }
 
   /** Renders a deferred answer whole (lazy.ts asks); returns its text length. */
@@ -595,6 +602,7 @@ export class MessageList {
         });
         node.textEl.after(node.tools.el);
       }
+      this.toolsToSettle.add(node.tools);
       try {
         node.tools.paint(e, replaced, tail, now);
       } catch (err) {

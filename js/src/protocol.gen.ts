@@ -593,6 +593,12 @@ export interface ViewDebug {
    * finished ones as they come near the view, the end first (`"on"`, js/src/lazy.ts)
    */
   lazy?: "off" | "on";
+  /**
+   * `"per-view"`: each view requests its own animation frames (the previous
+   * way) instead of rendering from the page's one frame loop and its budget
+   * (`"shared"`, js/src/scheduler.ts)
+   */
+  frames?: "per-view" | "shared";
 }
 /**
  * The synced traits a view reads (any of them may be absent), besides the

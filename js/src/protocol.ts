@@ -307,6 +307,9 @@ export function toViewDebug(x: unknown): ViewDebug {
   if (x.lazy === "on" || x.lazy === "off") {
     out.lazy = x.lazy;
   }
+  if (x.frames === "per-view" || x.frames === "shared") {
+    out.frames = x.frames;
+  }
   return out;
 }
 

@@ -104,12 +104,24 @@ export interface ViewOptions {
 export interface WidgetView {
   readonly root: HTMLDivElement;
   /**
-   * The frame's DOM work: renders `changes`, sets the buttons from `summary`,
-   * and keeps the lists at the bottom unless the user scrolled away. `now` is
-   * the frame's time (ms, monotonic). Status changes go to the live region
-   * when `announce` (not for the history shown on render).
+   * The frame's DOM work: renders `changes` and sets the buttons from
+   * `summary`; it writes and never reads layout. `now` is the frame's time
+   * (ms, monotonic). Status changes go to the live region when `announce`
+   * (not for the history shown on render).
    */
   paint(changes: Changes, summary: Summary, now: number, announce?: boolean): void;
+  /**
+   * After a frame's paints: keeps the lists at the bottom unless the user
+   * scrolled away. It reads layout, so the frame loop calls it once every view
+   * on the page painted (the page is laid out once per frame, not per view).
+   */
+  settle(): void;
+  /**
+   * Whether the view is in sight (or near it): out of sight, its messages are
+   * not rendered by the browser (`content-visibility: hidden`, at their last
+   * size) until it comes back. The page's frame loop says so.
+   */
+  setInSight(inSight: boolean): void;
   setTitle(title: string): void;
   setSourceLabel(label: string): void;
   setPlaceholder(placeholder: string): void;
@@ -392,6 +404,16 @@ export abstract class BaseView implements WidgetView {
 
   flushHighlighting(): void {
     this.highlighter?.flush();
+  }
+
+  settle(): void {
+    for (const list of this.lists) {
+      list.settle();
+    }
+  }
+
+  setInSight(inSight: boolean): void {
+    this.root.classList.toggle("nbs-out-of-sight", !inSight);
   }
 
   protected newList(label: string, canContinue = false, canEdit = false): MessageList {
@@ -730,7 +752,6 @@ export class ChatView extends BaseView {
     if (this.copyAllButton !== null) {
       this.setDisabled(this.copyAllButton, summary.empty);
     }
-    this.messages.settle();
   }
 
   protected override updateHeader(): void {

@@ -27,6 +27,7 @@ describe("toViewDebug", () => {
       ack_gap_ms: 250,
       sized: "at-once",
       lazy: "off",
+      frames: "per-view",
     };
     expect(toViewDebug(all)).toEqual(all);
     expect(
@@ -52,6 +53,9 @@ describe("toViewDebug", () => {
     expect(debugMountOptions({ ack_gap_ms: 250 })).toEqual({ ackGapMs: 250 });
     expect(debugMountOptions({ lazy: "off" })).toEqual({ lazy: false });
     expect(debugMountOptions({ lazy: "on" })).toEqual({}); // as shipped: where the browser can
+    // the page's one frame loop as shipped; "per-view": a loop of the view's own
+    expect(debugMountOptions({ frames: "shared" })).toEqual({});
+    expect(debugMountOptions({ frames: "per-view" })).toEqual({ frames: "per-view" });
   });
 });
 

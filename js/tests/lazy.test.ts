@@ -19,6 +19,7 @@ import {
   MARK_RETRY_MS,
   TAIL_CHARS,
 } from "../src/lazy";
+import { PageLoop } from "../src/scheduler";
 import { conversationMarkdown } from "../src/transcript";
 import { FakeFrames, FakeModel, steppingClock } from "./fakes";
 
@@ -207,6 +208,22 @@ describe("LazyRenderer", () => {
     expect(lazy.size).toBe(20 - expected);
   });
 
+  it("asks for a frame once the list settled, only if placeholders are left", () => {
+    // a chat at its bottom: what it deferred rendered at once (renderTail), no frame
+    const tail = bareList(3, 100);
+    expect(tail.frames.pending).toBe(0); // defer asks for nothing by itself
+    tail.lazy.renderTail();
+    tail.lazy.flush();
+    expect(tail.lazy.size).toBe(0);
+    expect(tail.frames.pending).toBe(0);
+    // a reader scrolled away: the placeholders wait for a frame that looks near the view
+    const away = bareList(3, 100);
+    away.setFollowing(false);
+    away.lazy.renderTail();
+    away.lazy.flush();
+    expect(away.frames.pending).toBe(1);
+  });
+
   it("renders nothing at once for a reader who scrolled away", () => {
     const { lazy, rendered, setFollowing } = bareList(20);
     setFollowing(false);
@@ -375,6 +392,36 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     expect(first.classList.contains(DEFERRED_CLASS)).toBe(true);
     expect(first.querySelector(".nbs-text")?.textContent).toContain("Answer 2");
     expect(first.dataset.status).toBe("done");
+  });
+
+  it("in the page's one frame loop, the history enters through the loop's frames", () => {
+    const n = 400;
+    const { state } = history(n);
+    const model = new FakeModel({ mode: "chat", ...(state as object) });
+    const el = document.createElement("div");
+    document.body.append(el);
+    cleanups.push(() => el.remove());
+    const frames = new FakeFrames();
+    const loop = new PageLoop({ scheduler: frames, now: steppingClock(4) });
+    // no scheduler of the view's own: every frame it or lazy.ts asks for is the loop's
+    cleanups.push(mountChat(model, el, { frames: loop, now: () => 0, idle: null, lazy: true }));
+    const list = el.querySelector(".nbs-messages") as HTMLElement;
+    expect(list.children.length).toBe(ATTACH_FIRST);
+    let frameCount = 0;
+    while (frames.pending > 0 && frameCount < 100) {
+      expect(frames.pending).toBe(1); // one request for the page, whoever asked
+      frames.frame();
+      frameCount++;
+    }
+    expect(frameCount).toBeGreaterThan(1);
+    expect(list.children.length).toBe(n);
+    expect(loop.stats.max_callbacks_per_frame).toBe(1);
+    expect(loop.stats.views).toBe(2); // the view and its lazy frames
+    // the view gone, its lazy frames leave the loop too
+    for (const c of cleanups.splice(0)) {
+      c();
+    }
+    expect(loop.stats.views).toBe(0);
   });
 
   it("a history that comes after its first message still enters from its end", () => {

@@ -155,6 +155,9 @@ class OpenAISource(SSESource):
     #: ``max_new_tokens`` is sent as ``max_tokens``
     generation_options: ClassVar[frozenset[str]] = frozenset(
         {"temperature", "top_p", "max_new_tokens", "stop", "tool_choice"})
+    option_fields: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("temperature", "temperature"), ("top_p", "top_p"), ("max_new_tokens", "max_tokens"),
+        ("stop", "stop"))
 
     def __init__(self, model: str, base_url: str = DEFAULT_BASE_URL,
                  api_key: str | None = None, **kwargs: Any) -> None:
@@ -191,28 +194,10 @@ class OpenAISource(SSESource):
     def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
         """The reply's options over ``request_options``, in the generic names
         (what the server does with a field not sent is its own default)."""
-        fields = {**self.request_options, **self._option_fields(options)}
-        shown: dict[str, Any] = {}
-        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                          ("max_new_tokens", "max_tokens"), ("stop", "stop")):
-            if fields.get(key) is not None:
-                shown[name] = fields[key]
+        shown, fields = self._shown_options(options)
         if "max_new_tokens" not in shown and fields.get("max_completion_tokens") is not None:
             shown["max_new_tokens"] = fields["max_completion_tokens"]
-        if "tool_choice" in options:
-            shown["tool_choice"] = options["tool_choice"]
-        elif fields.get("tool_choice") is not None:
-            shown["tool_choice"] = fields["tool_choice"]
         return shown
-
-    @staticmethod
-    def _option_fields(options: GenerationOptions) -> dict[str, Any]:
-        fields: dict[str, Any] = {}
-        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                          ("max_new_tokens", "max_tokens"), ("stop", "stop")):
-            if name in options:
-                fields[key] = options[name]  # type: ignore[literal-required]
-        return fields
 
     # --------------------------------------------------------------- internals
     async def _attempts(self, messages: Sequence[ChatMessage], emit: Emit,

@@ -128,6 +128,9 @@ class ResponsesSource(SSESource):
     #: ``max_new_tokens`` is sent as ``max_output_tokens`` (the API has no stop strings)
     generation_options: ClassVar[frozenset[str]] = frozenset(
         {"temperature", "top_p", "max_new_tokens", "tool_choice"})
+    option_fields: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("temperature", "temperature"), ("top_p", "top_p"),
+        ("max_new_tokens", "max_output_tokens"))
 
     def __init__(self, model: str, base_url: str = DEFAULT_BASE_URL,
                  api_key: str | None = None, **kwargs: Any) -> None:
@@ -162,26 +165,7 @@ class ResponsesSource(SSESource):
 
     def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
         """The reply's options over ``request_options``, in the generic names."""
-        fields = {**self.request_options, **self._option_fields(options)}
-        shown: dict[str, Any] = {}
-        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                          ("max_new_tokens", "max_output_tokens")):
-            if fields.get(key) is not None:
-                shown[name] = fields[key]
-        if "tool_choice" in options:
-            shown["tool_choice"] = options["tool_choice"]
-        elif fields.get("tool_choice") is not None:
-            shown["tool_choice"] = fields["tool_choice"]
-        return shown
-
-    @staticmethod
-    def _option_fields(options: GenerationOptions) -> dict[str, Any]:
-        fields: dict[str, Any] = {}
-        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                          ("max_new_tokens", "max_output_tokens")):
-            if name in options:
-                fields[key] = options[name]  # type: ignore[literal-required]
-        return fields
+        return self._shown_options(options)[0]
 
     # --------------------------------------------------------------- internals
     async def _read_events(self, response: httpx.Response, body: Mapping[str, Any],

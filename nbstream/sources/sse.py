@@ -129,6 +129,8 @@ class SSESource(Source):
     reserved: ClassVar[Mapping[str, str]]
     #: first item of :meth:`lane_key`
     lane_kind: ClassVar[str]
+    #: the generation options sent as request fields: (option, field) pairs
+    option_fields: ClassVar[tuple[tuple[str, str], ...]]
 
     supports_tools: ClassVar[bool] = True
 
@@ -243,6 +245,24 @@ class SSESource(Source):
             return check_tool_request(tools, options["tool_choice"], self.label)
         check_tool_request(tools, None, self.label)
         return None
+
+    def _option_fields(self, options: GenerationOptions) -> dict[str, Any]:
+        """The reply's generation options as request fields (:attr:`option_fields`)."""
+        return {key: options[name] for name, key in self.option_fields  # type: ignore[literal-required]
+                if name in options}
+
+    def _shown_options(self, options: GenerationOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The reply's options in force, in the generic names, and the request fields
+        they come from (the reply's over ``request_options``); ``tool_choice`` the
+        reply's own, else a request option's."""
+        fields = {**self.request_options, **self._option_fields(options)}
+        shown = {name: fields[key] for name, key in self.option_fields
+                 if fields.get(key) is not None}
+        if "tool_choice" in options:
+            shown["tool_choice"] = options["tool_choice"]
+        elif fields.get("tool_choice") is not None:
+            shown["tool_choice"] = fields["tool_choice"]
+        return shown, fields
 
     def __repr__(self) -> str:
         shown = "".join(f", {k}={v!r}" for k, v in sorted(self.request_options.items()))

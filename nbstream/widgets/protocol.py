@@ -628,6 +628,10 @@ class ViewDebug(TypedDict, total=False):
     #: ``"off"``: render every message when it is shown (the previous way) instead of
     #: finished ones as they come near the view, the end first (``"on"``, js/src/lazy.ts)
     lazy: Literal["on", "off"]
+    #: ``"per-view"``: each view requests its own animation frames (the previous
+    #: way) instead of rendering from the page's one frame loop and its budget
+    #: (``"shared"``, js/src/scheduler.ts)
+    frames: Literal["shared", "per-view"]
 
 
 class ViewTraits(TypedDict):

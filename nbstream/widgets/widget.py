@@ -133,9 +133,11 @@ class StreamingWidget(anywidget.AnyWidget):
     #: "every-frame"}`` acknowledges every frame, ``{"ack_gap_ms": 250}`` sets the least
     #: gap between rounds of acks, ``{"sized": "at-once"}`` lets blocks skip layout in
     #: the frame they were laid out, ``{"lazy": "off"}`` renders every message when it
-    #: is shown (not the end first): the previous ways, which the benchmarks measure
-    #: side by side with the shipped ones. ``{}`` (as shipped) by default; checked when
-    #: set; a view reads it when it renders (set it before the widget is shown).
+    #: is shown (not the end first), ``{"frames": "per-view"}`` gives each view its own
+    #: animation frames instead of the page's one loop: the previous ways, which the
+    #: benchmarks measure side by side with the shipped ones. ``{}`` (as shipped) by
+    #: default; checked when set; a view reads it when it renders (set it before the
+    #: widget is shown).
     debug = traitlets.Dict().tag(sync=True)
 
     @traitlets.validate("debug")
