@@ -464,6 +464,21 @@ export class Conversation {
     }
   }
 
+  /**
+   * Message `id` is to be rendered whole at the next {@link take} (a chunk it
+   * missed arrived: chunks.ts). Between two takes an entry already holds the
+   * text that arrived since the last one, so a list must not render it whole
+   * by itself: the appended text of the next take would come twice.
+   */
+  rerender(id: string): void {
+    const e = this.entries.get(id);
+    if (e === undefined) {
+      return;
+    }
+    e.replaced = true;
+    this.dirty.add(e);
+  }
+
   /** Forgets message `id` (removed by Clear or Regenerate). */
   remove(id: string): void {
     const e = this.entries.get(id);

@@ -217,6 +217,13 @@ export function mountChat(
     onChars: (delta) => {
       counters.chars += delta;
     },
+    // a chunk a message missed arrived: rendered whole in the next frame (buffer.ts)
+    rerender: (ids) => {
+      for (const id of ids) {
+        conversation.rerender(id);
+      }
+      loop.request();
+    },
   };
   const view: WidgetView =
     mode === "compare"

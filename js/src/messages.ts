@@ -67,6 +67,13 @@ export interface ListOptions {
   canEdit?: boolean;
   /** render finished answers lazily (lazy.ts); null or absent: every answer at once */
   lazy?: LazyDeps | null;
+  /**
+   * Has messages rendered whole in the next frame, as a change of their own
+   * (buffer.ts `rerender`): a chunk they missed arrived. Absent: rendered at
+   * once from the entry last painted (a list whose entries never change
+   * between paints).
+   */
+  rerender?: ((ids: readonly string[]) => void) | undefined;
 }
 
 /** What lazy rendering of a long list needs (lazy.ts). */
@@ -538,14 +545,24 @@ export class MessageList {
 
   private chunkArrived(): void {
     this.stopListening();
-    const now = this.options.lazy?.now() ?? 0;
     const waiting = [...this.chunkWaiting];
     this.chunkWaiting.clear();
-    for (const n of waiting) {
+    const shown = waiting.filter((n) => {
       const e = n.entry;
-      if (e !== null && this.nodes.get(e.id) === n && !this.lazy?.isDeferred(n.el)) {
-        this.renderText(n, e, true, "", "", [], FINAL_STATUSES.has(e.status), now);
-      }
+      return e !== null && this.nodes.get(e.id) === n && !this.lazy?.isDeferred(n.el);
+    });
+    const rerender = this.options.rerender;
+    if (rerender !== undefined) {
+      // in the next frame, as a change: the entry may already hold text that arrived
+      // since it was painted, which that frame appends (rendering it whole here would
+      // show that text twice)
+      rerender(shown.map((n) => (n.entry as Readonly<Entry>).id));
+      return;
+    }
+    const now = this.options.lazy?.now() ?? 0;
+    for (const n of shown) {
+      const e = n.entry as Readonly<Entry>;
+      this.renderText(n, e, true, "", "", [], FINAL_STATUSES.has(e.status), now);
     }
     this.settle();
   }

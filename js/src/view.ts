@@ -98,6 +98,8 @@ export interface ViewOptions {
   onChars?: (delta: number) => void;
   /** render finished answers as they come near (lazy.ts); null or absent: all at once */
   lazy?: LazyDeps | null;
+  /** messages to render whole in the next frame (a chunk they missed arrived) */
+  rerender?: (ids: readonly string[]) => void;
 }
 
 /** What the mount (chat.ts) drives, whatever the mode. */
@@ -427,6 +429,7 @@ export abstract class BaseView implements WidgetView {
       signal: this.listeners.signal,
       label,
       lazy: this.options.lazy ?? null,
+      rerender: this.options.rerender,
     });
     this.lists.push(list);
     return list;

@@ -104,18 +104,21 @@ describe("chunks", () => {
   });
 
   it("a rarer character reference shows as written until the entities chunk comes", () => {
-    const { el } = chatWith("Wait&hellip; then &rarr; [a link](https://x.org/&alpha;)");
+    const { el, frames } = chatWith("Wait&hellip; then &rarr; [a link](https://x.org/&alpha;)");
     expect(requests).toEqual(["entities"]);
     const md = () => el.querySelector(".nbs-md") as HTMLElement;
     expect(md().textContent?.trim()).toBe("Wait&hellip; then &rarr; a link");
     provideChunk("entities", entities);
+    frames.frame(); // rendered again in the next frame
     expect(md().textContent?.trim()).toBe("Wait\u2026 then \u2192 a link");
     expect(md().querySelector("a")?.getAttribute("href")).toBe("https://x.org/%CE%B1");
     expect(requests).toEqual(["entities"]);
   });
 
   it("a bare URL and an address stay text until the linkify chunk comes, then link", () => {
-    const { el } = chatWith("Docs at https://example.org/docs, or write to help@example.org.");
+    const { el, frames } = chatWith(
+      "Docs at https://example.org/docs, or write to help@example.org.",
+    );
     expect(requests).toEqual(["linkify"]);
     const md = () => el.querySelector(".nbs-md") as HTMLElement;
     expect(md().querySelector("a")).toBeNull();
@@ -123,6 +126,7 @@ describe("chunks", () => {
       "Docs at https://example.org/docs, or write to help@example.org.",
     );
     provideChunk("linkify", linkify);
+    frames.frame(); // rendered again in the next frame
     const links = [...md().querySelectorAll("a")].map((a) => a.getAttribute("href"));
     expect(links).toEqual(["https://example.org/docs", "mailto:help@example.org"]);
     expect(md().textContent?.trim()).toBe(
@@ -132,10 +136,11 @@ describe("chunks", () => {
   });
 
   it("an address alone asks for the linkify chunk and links once it comes", () => {
-    const { el } = chatWith("Write to help@example.org.");
+    const { el, frames } = chatWith("Write to help@example.org.");
     expect(requests).toEqual(["linkify"]);
     expect(el.querySelector(".nbs-md a")).toBeNull();
     provideChunk("linkify", linkify);
+    frames.frame(); // rendered again in the next frame
     expect(el.querySelector(".nbs-md a")?.getAttribute("href")).toBe("mailto:help@example.org");
   });
 
@@ -143,6 +148,7 @@ describe("chunks", () => {
     const { model, el, frames } = chatWith("See https://example.org/a then", "running");
     expect(el.querySelector(".nbs-md a")).toBeNull();
     provideChunk("linkify", linkify);
+    frames.frame(); // rendered again in the next frame
     expect(el.querySelector(".nbs-md a")?.getAttribute("href")).toBe("https://example.org/a");
     model.delta("a1", 2, " https://example.org/b too");
     frames.frame();
@@ -151,19 +157,21 @@ describe("chunks", () => {
   });
 
   it("a message missing two chunks renders again as each arrives", () => {
-    const { el } = chatWith("So $x^2$&hellip;");
+    const { el, frames } = chatWith("So $x^2$&hellip;");
     expect(requests.sort()).toEqual(["entities", "math"]);
     provideChunk("entities", entities);
+    frames.frame(); // rendered again in the next frame
     const md = () => el.querySelector(".nbs-md") as HTMLElement;
     expect(md().textContent?.trim()).toBe("So $x^2$\u2026");
     expect(md().querySelector(".nbs-math-pending")).not.toBeNull();
     provideChunk("math", math);
+    frames.frame(); // rendered again in the next frame
     expect(md().querySelector("math")).not.toBeNull();
     expect(md().textContent?.trim().endsWith("\u2026")).toBe(true);
   });
 
   it("the first formula asks for the math chunk once, shows its source until it comes, then renders", () => {
-    const { el } = chatWith("Inline $a_{31}^2$ and display:\n\n$$\\frac{b_{31}}{c}$$\n");
+    const { el, frames } = chatWith("Inline $a_{31}^2$ and display:\n\n$$\\frac{b_{31}}{c}$$\n");
     expect(requests).toEqual(["math"]);
     const md = el.querySelector(".nbs-md") as HTMLElement;
     expect(md.querySelector("math")).toBeNull();
@@ -171,6 +179,7 @@ describe("chunks", () => {
     expect(pending).toEqual(["$a_{31}^2$", "$$\\frac{b_{31}}{c}$$"]);
     expect(md.querySelector(".nbs-math-source")).toBeNull(); // never shown as a failed formula
     provideChunk("math", math);
+    frames.frame(); // rendered again in the next frame
     const after = el.querySelector(".nbs-md") as HTMLElement;
     expect(after.querySelectorAll("math").length).toBe(2);
     expect(after.querySelector("mfrac")).not.toBeNull();
@@ -182,6 +191,7 @@ describe("chunks", () => {
     const { model, el, frames } = chatWith("Growing $x_{32}+1$ then", "running");
     expect(el.querySelector(".nbs-md .nbs-math-pending")?.textContent).toBe("$x_{32}+1$");
     provideChunk("math", math);
+    frames.frame(); // rendered again in the next frame
     expect(el.querySelector(".nbs-md math")).not.toBeNull();
     model.delta("a1", 2, " more text");
     frames.frame();
@@ -190,14 +200,32 @@ describe("chunks", () => {
     expect(el.querySelectorAll(".nbs-md math").length).toBe(1);
   });
 
+  it("a chunk arriving between a delta and the frame that shows it shows that text once", () => {
+    // the entry already holds the delta's text when the chunk arrives: rendering it
+    // whole then, and appending the delta in the frame, showed it twice
+    const { model, el, frames } = chatWith("Growing $x_{34}+1$ then", "running");
+    model.delta("a1", 2, " once more");
+    provideChunk("math", math);
+    frames.frame();
+    const md = el.querySelector(".nbs-md") as HTMLElement;
+    expect(md.querySelectorAll("math").length).toBe(1);
+    expect(md.textContent?.split("once more").length).toBe(2);
+    expect(md.textContent?.trim().endsWith("then once more")).toBe(true);
+    model.delta("a1", 3, " and on");
+    frames.frame();
+    expect(md.textContent?.split("once more").length).toBe(2);
+    expect(md.textContent?.trim().endsWith("then once more and on")).toBe(true);
+  });
+
   it("a closed code block naming a language asks for the highlighting chunk and waits for it", () => {
-    const { el, idle } = chatWith(
+    const { el, idle, frames } = chatWith(
       "Code:\n\n```python\ndef f(x):\n    return x\n```\n\n```\nno language\n```\n",
     );
     expect(requests).toEqual(["highlight"]);
     idle.run();
     expect(el.querySelector("code.hljs")).toBeNull(); // not before the chunk
     provideChunk("highlight", highlight);
+    frames.frame(); // rendered again in the next frame
     idle.run();
     const code = el.querySelector("code.language-python") as HTMLElement;
     expect(code.classList.contains("hljs")).toBe(true);
