@@ -2,7 +2,7 @@
 
 Each nbstream widget's own ``_esm`` is a small loader (``js/src/loader.ts``,
 ~2 KB) that names this model in its ``_runtime`` trait and imports the bundle
-from it. So the ~190 KB bundle and ~23 KB of CSS travel once per kernel, and
+from it. So the ~198 KB bundle and ~23 KB of CSS travel once per kernel, and
 a notebook saved with widget state (JupyterLab's "save widget state",
 nbclient's ``store_widget_state=True``) stores them once, however many widgets
 it shows; a reopened notebook or its nbconvert HTML renders from that saved
