@@ -31,16 +31,27 @@ Thinking models: when the chat template uses ``<think>`` tags (or with
 
 Loaded models are shared: sources built with the same model arguments get
 the same model object (held while any of them lives) and the same
-:meth:`~TransformersSource.lane_key`, so their replies queue on one lane.
+:meth:`~TransformersSource.lane_key`, so their replies share one lane.
+
+Several replies at once: with ``concurrency`` above 1 (the default where the
+model allows it, :data:`DEFAULT_CONCURRENCY`), the lane runs that many replies'
+workers and each hands its prompt to the model's batching engine
+(:mod:`nbstream.sources.transformers.batching`, transformers' continuous
+batching), which computes one step for all of them at a time on its own
+thread; the worker still turns its tokens into text and emits them. Replies
+the engine does not take (see :attr:`TransformersSource.batching`) run
+``model.generate`` on their worker as before, one at a time per model, in the
+order they asked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 import weakref
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -49,7 +60,9 @@ from ...core.loading import report_loading
 from ...core.pieces import FinishReason, Outcome
 from ..base import ChatMessage, Emit, Source, ToolSchema
 from ..think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
+from . import batching as _batch
 from . import devices, openmp
+from .arguments import check_generate_kwargs
 from .detok import IncrementalDecoder
 
 if TYPE_CHECKING:
@@ -59,13 +72,24 @@ __all__ = ["TransformersSource"]
 
 DEFAULT_LABEL = "SmolLM2-135M-Instruct"
 
+#: replies of one model that run together when ``concurrency`` is not given (where
+#: the model and device are batched; elsewhere 1)
+DEFAULT_CONCURRENCY = 4
+
 
 class _Loaded:
-    """A model and its tokenizer, shared by the sources built alike."""
+    """A model and its tokenizer, shared by the sources built alike; with the
+    model's batching engine (made by the first reply that uses it, under
+    ``engine_lock``) and the gate that lets one thread compute with the model at
+    a time (batched replies together, or one reply on its own)."""
 
     def __init__(self, model: Any, tokenizer: Any) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        self.engine: _batch.Engine | None = None
+        self.plan: devices.Batching | None = None
+        self.engine_lock = threading.Lock()
+        self.gate = _batch.Gate()
 
 
 _shared: weakref.WeakValueDictionary[Hashable, _Loaded] = weakref.WeakValueDictionary()
@@ -261,6 +285,11 @@ def _special_ids(tokenizer: Any) -> frozenset[int]:
     return frozenset(int(i) for i, token in added.items() if getattr(token, "special", False))
 
 
+_OWN_ARGUMENTS = ("model", "tokenizer", "device", "dtype", "load_in_4bit", "load_in_8bit",
+                  "attn_implementation", "system_prompt", "warmup", "chat_template_kwargs",
+                  "think_tags", "cpu_threads", "concurrency")
+
+
 class TransformersSource(Source):
     """Generates replies with a local transformers causal language model.
 
@@ -285,13 +314,25 @@ class TransformersSource(Source):
     cores can be faster (benchmarks/generation_overhead.py ``--compare-threads``).
     ``generate_kwargs`` go to ``model.generate`` over the defaults
     ``do_sample=False, max_new_tokens=256`` (``stop_strings`` works: the
-    tokenizer is passed along). ``chat_template_kwargs`` (e.g.
+    tokenizer is passed along); they are checked here, and a name or value
+    ``generate`` would refuse or ignore raises at once, naming it
+    (:mod:`~nbstream.sources.transformers.arguments`). ``temperature`` reads
+    as per reply: above 0 samples, 0 is greedy. ``chat_template_kwargs`` (e.g.
     ``{"enable_thinking": False}``) go to ``tokenizer.apply_chat_template``.
 
     ``think_tags``: None (the default) splits ``<think>…</think>`` into
     reasoning when the chat template mentions ``<think>``; True always, False
     never; ``"opened"``: the output starts inside a block (also detected by
     itself: a prompt that ends with ``<think>``).
+
+    ``concurrency``: how many replies of this model run at once (None: up to
+    :data:`DEFAULT_CONCURRENCY` where the model and device are batched, else 1).
+    Above 1 they are computed together, one step for all at a time
+    (:mod:`~nbstream.sources.transformers.batching`), each streamed to its own
+    message and stoppable alone. :attr:`batching` says whether that happens and,
+    if not, why (bitsandbytes quantization, eager attention, a device other than
+    cpu / cuda, a ``generate_kwargs`` setting the batch does not apply, such as
+    ``repetition_penalty``; then replies take turns, first come first served).
 
     ``generate`` returns an :class:`~nbstream.core.pieces.Outcome` (finish reason,
     usage, figures). After each reply, :attr:`last_token_ids` holds the ids
@@ -313,10 +354,14 @@ class TransformersSource(Source):
         chat_template_kwargs: dict[str, Any] | None = None,
         think_tags: ThinkTags = None,
         cpu_threads: int | None = None,
+        concurrency: int | None = None,
         **generate_kwargs: Any,
     ) -> None:
-        if "streamer" in generate_kwargs:
-            raise TypeError("TransformersSource brings its own streamer; do not pass streamer=")
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        ):
+            raise ValueError(f"concurrency must be None or a positive int, not {concurrency!r}")
+        generate_kwargs = check_generate_kwargs(generate_kwargs, own=_OWN_ARGUMENTS)
         if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, dict):
             raise TypeError("chat_template_kwargs must be a dict, such as "
                             "{'enable_thinking': False}")
@@ -328,6 +373,7 @@ class TransformersSource(Source):
         ):
             raise ValueError(f"cpu_threads must be None or a positive int, not {cpu_threads!r}")
         self.cpu_threads = cpu_threads
+        self._concurrency = concurrency
         self.system_prompt = system_prompt
         self.warmup = warmup
         self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
@@ -399,6 +445,95 @@ class TransformersSource(Source):
         """One lane per model: sources on the same model object (or the same
         model arguments, which share one loaded object) queue together."""
         return self._model_key()
+
+    # -- several replies at once ---------------------------------------------
+
+    @property
+    def concurrency(self) -> int:
+        """How many replies of this model's lane run at once: the ``concurrency``
+        asked (:data:`DEFAULT_CONCURRENCY` if None) where the replies are batched,
+        else 1 (they take turns; :attr:`batching` says why)."""
+        asked = self._concurrency if self._concurrency is not None else DEFAULT_CONCURRENCY
+        if asked == 1 or self._refusal() is not None:
+            return 1
+        return asked
+
+    @concurrency.setter
+    def concurrency(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"concurrency must be a positive int, not {value!r}")
+        self._concurrency = value
+
+    @property
+    def batching(self) -> str:
+        """Whether this source's replies run together, in one line: "up to 4
+        replies together on cpu (continuous batching, sdpa)", or why they take
+        turns. Before the model is loaded, what is known then."""
+        refused = self._refusal()
+        if refused is not None:
+            return f"replies take turns: {refused}"
+        loaded = self._loaded
+        if loaded is None or loaded.plan is None:
+            return (f"up to {self.concurrency} replies together where the model allows it "
+                    f"(decided when it is loaded)")
+        return loaded.plan.reason
+
+    def _asked_concurrency(self) -> int:
+        return self._concurrency if self._concurrency is not None else DEFAULT_CONCURRENCY
+
+    def _refusal(self) -> str | None:
+        """Why this source's replies are not batched, as far as known now (None: they are,
+        or it is not known yet)."""
+        if self._asked_concurrency() == 1:
+            return "concurrency=1"
+        if self.cpu_threads is not None:
+            return ("cpu_threads= is set per reply on the generating thread; batched replies "
+                    "are computed on the engine's thread")
+        if self._options["load_in_4bit"] or self._options["load_in_8bit"]:
+            return devices.select_batching("cpu", "sdpa", "bitsandbytes", 2).reason
+        attention = self._options["attn_implementation"]
+        if attention not in (None, "auto") and attention not in devices.BATCHING_ATTENTION:
+            return devices.select_batching("cpu", str(attention), None, 2).reason
+        refused = _batch.named_refusal(self._generate_kwargs({}))
+        if refused is not None:
+            return refused
+        loaded = self._loaded
+        if loaded is not None and loaded.model is not None:
+            refused = _batch.refusal(loaded.model.generation_config, self._generate_kwargs({}))
+            if refused is not None:
+                return refused
+            plan = self._plan(loaded)
+            if not plan.enabled:
+                return plan.reason
+            if loaded.engine is not None and loaded.engine.broken:
+                return loaded.engine.broken
+        return None
+
+    def _plan(self, loaded: _Loaded) -> devices.Batching:
+        with loaded.engine_lock:
+            if loaded.plan is None:
+                loaded.plan = _batch.plan_for(loaded.model, self._asked_concurrency())
+            return loaded.plan
+
+    def _engine(self, kwargs: dict[str, Any], prompt_tokens: int) -> _batch.Engine | None:
+        """The model's batching engine for a reply with these ``generate()`` arguments,
+        or None when the reply runs on its own (see :attr:`batching`)."""
+        if self._refusal() is not None or self._asked_concurrency() == 1:
+            return None
+        loaded = self._loaded
+        assert loaded is not None
+        if _batch.refusal(loaded.model.generation_config, kwargs) is not None:
+            return None
+        plan = self._plan(loaded)
+        with loaded.engine_lock:
+            if loaded.engine is None:
+                loaded.engine = _batch.Engine(loaded.model, plan, self._asked_concurrency(),
+                                                loaded.gate, label=self.label)
+            engine = loaded.engine
+        settings = _batch.settings_for(loaded.model.generation_config, kwargs, prompt_tokens)
+        if prompt_tokens + settings.max_new_tokens > engine.capacity():
+            return None  # more than the whole paged cache holds: on its own
+        return engine
 
     @property
     def label(self) -> str:
@@ -521,7 +656,7 @@ class TransformersSource(Source):
         inputs = self._inputs([{"role": "user", "content": "Hi"}])
         import torch
 
-        with torch.inference_mode():
+        with self._model_to_myself(threading.Event()), torch.inference_mode():
             self._loaded.model.generate(
                 **inputs, max_new_tokens=2, do_sample=False, **self._pad_kwargs()
             )
@@ -642,10 +777,10 @@ class TransformersSource(Source):
         from transformers import StoppingCriteriaList
 
         tokenizer = self.tokenizer
-        model = self.model
         inputs = self._inputs(messages)
         kwargs = self._pad_kwargs()
         kwargs.update(self._generate_kwargs(options))
+        engine = self._engine(kwargs, int(inputs["input_ids"].shape[-1]))
         criteria = StoppingCriteriaList(list(kwargs.pop("stopping_criteria", None) or ()))
         criteria.append(_stopping_criterion(cancel))
         if kwargs.get("stop_strings") and "tokenizer" not in kwargs:
@@ -671,8 +806,10 @@ class TransformersSource(Source):
             threads_before = torch.get_num_threads()
             torch.set_num_threads(self.cpu_threads)
         try:
-            with torch.inference_mode():
-                model.generate(**inputs, streamer=streamer, stopping_criteria=criteria, **kwargs)
+            if engine is not None:
+                self._generate_batched(engine, inputs, kwargs, streamer, cancel)
+            else:
+                self._generate_alone(inputs, kwargs, streamer, criteria, cancel)
             reason: FinishReason
             if cancel.is_set():
                 reason = "cancelled"
@@ -709,6 +846,69 @@ class TransformersSource(Source):
                 "tokens_per_second": rate,
             },
         )
+
+    def _generate_alone(self, inputs: Any, kwargs: dict[str, Any], streamer: Any,
+                        criteria: Any, cancel: threading.Event) -> None:
+        """``model.generate`` on this thread, when the model's turn comes: replies that
+        are not batched use a model one at a time, and not while batched ones run
+        (first come first served; see :class:`~._batch.Gate`)."""
+        import torch
+
+        with self._model_to_myself(cancel) as mine:
+            if not mine:  # stopped while waiting: nothing was generated
+                return
+            with torch.inference_mode():
+                self.model.generate(**inputs, streamer=streamer, stopping_criteria=criteria,
+                                    **kwargs)
+
+    @contextlib.contextmanager
+    def _model_to_myself(self, cancel: threading.Event) -> Iterator[bool]:
+        """Hold the model's gate alone (and the batching engine paused) in this block;
+        yields False if ``cancel`` was set while waiting."""
+        loaded = self._loaded
+        assert loaded is not None
+        ticket = loaded.gate.enter("solo", cancel)
+        if ticket is None:
+            yield False
+            return
+        try:
+            engine = loaded.engine
+            with engine.paused() if engine is not None else contextlib.nullcontext():
+                yield True
+        finally:
+            loaded.gate.leave(ticket)
+
+    def _generate_batched(self, engine: _batch.Engine, inputs: Any, kwargs: dict[str, Any],
+                          streamer: Any, cancel: threading.Event) -> None:
+        """The reply as one request of ``engine``'s batch: its tokens go through the same
+        streamer as with ``model.generate`` (on this thread), its stop strings are
+        checked here after each token (as ``generate`` does, over prompt and answer)."""
+        import torch
+
+        ids = inputs["input_ids"]
+        prompt: list[int] = ids[0].tolist()
+        settings = _batch.settings_for(self.model.generation_config, kwargs, len(prompt))
+        stop: Any = None
+        if kwargs.get("stop_strings"):
+            from transformers.generation.stopping_criteria import StopStringCriteria
+
+            stop = StopStringCriteria(tokenizer=self.tokenizer, stop_strings=kwargs["stop_strings"])
+        row = list(prompt)
+        streamer.put(ids)  # the prompt: skipped, as generate() hands it over first
+
+        def on_tokens(new: list[int]) -> bool:
+            if stop is None:
+                streamer.put(torch.tensor([new]))
+                return False
+            for token in new:
+                streamer.put(torch.tensor([[token]]))
+                row.append(token)
+                if bool(stop(torch.tensor([row]), None)[0]):
+                    return True  # the stop string is in: the reply ends at this token
+            return False
+
+        engine.run(prompt, settings, cancel, on_tokens)
+        streamer.end()
 
     def _ends_turn(self, ids: list[int]) -> bool:
         eos = getattr(self.model.generation_config, "eos_token_id", None)

@@ -1,0 +1,716 @@
+"""Several replies of one local model at once (nbstream.sources.transformers.batching).
+
+Most tests run a random-weight two-layer Llama (tests/_model_fixtures.py) whose
+replies go through transformers' continuous batching; ``model`` tests run the
+embedded SmolLM2-135M-Instruct. Order of events, counts and token ids are
+asserted, never durations: where two replies must be seen streaming at the same
+time, one of them waits (up to a generous bound) for the other's first piece,
+which can only come while it runs if both run at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import pytest
+from _model_fixtures import tiny_model, tiny_tokenizer
+from _wait import wait_until
+
+from nbstream.core import lanes
+from nbstream.sources.base import ChatMessage
+from nbstream.sources.transformers import TransformersSource, batching, devices
+from nbstream.sources.transformers.batching import BatchError
+
+torch = pytest.importorskip("torch")
+
+
+def ask(i: int) -> list[ChatMessage]:
+    return [{"role": "user", "content": f"Question number {i}: hello there"}]
+
+
+def peaked_model() -> Any:
+    """The tiny random model with its output layer scaled up: random weights give
+    nearly equal logits, whose argmax a batched step's rounding may flip; scaled,
+    greedy decoding has one clear answer per step, as a trained model has."""
+    m = tiny_model()
+    with torch.no_grad():
+        m.lm_head.weight.mul_(30)
+    return m
+
+
+@pytest.fixture
+def model() -> Iterator[Any]:
+    """A fresh tiny model per test (its engine, made by the first batched reply,
+    goes with it); the engine is closed at the end so no thread outlives the test."""
+    m = peaked_model()
+    holder = TransformersSource(m, tiny_tokenizer(), concurrency=4)
+    holder.prepare()
+    yield m
+    loaded = holder._loaded
+    if loaded is not None and loaded.engine is not None:
+        loaded.engine.close()
+
+
+def source(model: Any, **kwargs: Any) -> TransformersSource:
+    kwargs.setdefault("max_new_tokens", 24)
+    kwargs.setdefault("concurrency", 4)
+    s = TransformersSource(model, tiny_tokenizer(), **kwargs)
+    s.prepare()
+    return s
+
+
+def engine_of(s: TransformersSource) -> batching.Engine:
+    assert s._loaded is not None and s._loaded.engine is not None
+    return s._loaded.engine
+
+
+class Run:
+    """One reply on its own thread, as a lane worker runs it; records its pieces."""
+
+    def __init__(self, src: TransformersSource, messages: list[ChatMessage],
+                 on_piece: Callable[[Run, str], None] | None = None,
+                 options: dict[str, Any] | None = None) -> None:
+        self.source = src
+        self.pieces: list[str] = []
+        self.cancel = threading.Event()
+        self.outcome: Any = None
+        self.error: BaseException | None = None
+        self.ids: list[int] = []
+        self.first = threading.Event()
+        self._on_piece = on_piece
+        self.thread = threading.Thread(target=self._run, args=(messages, options or {}),
+                                       daemon=True)
+
+    def _emit(self, piece: str) -> None:
+        self.pieces.append(piece)
+        self.first.set()
+        if self._on_piece is not None:
+            self._on_piece(self, piece)
+
+    def _run(self, messages: list[ChatMessage], options: dict[str, Any]) -> None:
+        try:
+            self.outcome = self.source.generate_with(messages, self._emit, self.cancel,
+                                                     options)  # type: ignore[arg-type]
+        except BaseException as exc:
+            self.error = exc
+        finally:
+            self.ids = list(self.source.last_token_ids)
+
+    def start(self) -> Run:
+        self.thread.start()
+        return self
+
+    def join(self) -> Run:
+        self.thread.join(120)
+        assert not self.thread.is_alive(), "the reply did not end"
+        return self
+
+
+def alone(model: Any, messages: list[ChatMessage], **kwargs: Any) -> Run:
+    """The same request through the model's own generate() (concurrency=1)."""
+    return Run(source(model, concurrency=1, **kwargs), messages).start().join()
+
+
+# -- batched replies each complete, in order --------------------------------------
+
+
+def test_batched_replies_equal_the_same_requests_alone(model: Any) -> None:
+    runs = [Run(source(model), ask(i)).start() for i in range(4)]
+    for r in runs:
+        r.join()
+        assert r.error is None, r.error
+    engine = engine_of(runs[0].source)
+    assert engine.starts == 1  # one manager ran all four
+    for i, r in enumerate(runs):
+        ref = alone(model, ask(i))
+        assert r.ids == ref.ids and len(r.ids) == 24  # greedy: the same tokens
+        assert "".join(r.pieces) == "".join(ref.pieces)  # the same text, pieces in order
+        assert r.outcome.finish_reason == ref.outcome.finish_reason == "length"
+        assert r.outcome.usage == ref.outcome.usage
+        assert r.outcome.figures["tokens"] == 24
+        assert r.outcome.figures["first_token_seconds"] is not None
+
+
+def test_replies_stream_at_the_same_time(model: Any) -> None:
+    """The first reply, after its first piece, waits for the second's first piece:
+    that piece can only come while the first is still running if both run at once."""
+    order: list[tuple[int, str]] = []
+    lock = threading.Lock()
+    second_started = threading.Event()
+
+    def note(i: int) -> Callable[[Run, str], None]:
+        def on_piece(run: Run, piece: str) -> None:
+            with lock:
+                if len(run.pieces) == 1:
+                    order.append((i, "first piece"))
+            if i == 0 and len(run.pieces) == 1:
+                second_started.wait(60)
+            if i == 1:
+                second_started.set()
+        return on_piece
+
+    a = Run(source(model, max_new_tokens=60), ask(0), note(0)).start()
+    a.first.wait(60)
+    b = Run(source(model, max_new_tokens=60), ask(1), note(1)).start()
+    a.join()
+    with lock:
+        order.append((0, "end"))
+    b.join()
+    assert a.error is None and b.error is None
+    assert order[:3] == [(0, "first piece"), (1, "first piece"), (0, "end")]
+    assert len(a.ids) == len(b.ids) == 60
+
+
+def test_stop_of_one_leaves_the_others_running(model: Any) -> None:
+    stop_at = 3
+
+    def stopper(run: Run, piece: str) -> None:
+        if len(run.pieces) == stop_at:
+            run.cancel.set()
+
+    runs = [Run(source(model, max_new_tokens=120), ask(0)),
+            Run(source(model, max_new_tokens=120), ask(1), stopper),
+            Run(source(model, max_new_tokens=120), ask(2))]
+    for r in runs:
+        r.start()
+    stopped = runs[1].join()
+    assert stopped.outcome.finish_reason == "cancelled"
+    assert len(stopped.pieces) == stop_at  # nothing emitted after the stop
+    # its request leaves the batch at the next step; the others go on to their end
+    engine = engine_of(stopped.source)
+    for r in (runs[0], runs[2]):
+        r.join()
+        assert r.error is None, r.error
+        assert r.outcome.finish_reason == "length" and len(r.ids) == 120
+        assert r.ids == alone(model, ask(runs.index(r)), max_new_tokens=120).ids
+    wait_until(lambda: sum(engine.running().values()) == 0, 30)
+
+
+def test_stop_before_the_first_token_and_before_asking(model: Any) -> None:
+    r = Run(source(model), ask(0))
+    r.cancel.set()
+    r.start().join()
+    assert r.outcome.finish_reason == "cancelled" and r.pieces == [] and r.ids == []
+
+
+def test_an_error_in_one_reply_fails_that_reply_only(model: Any) -> None:
+    def broken(run: Run, piece: str) -> None:
+        if len(run.pieces) == 2:
+            raise RuntimeError("the view went away")
+
+    bad = Run(source(model, max_new_tokens=80), ask(0), broken).start()
+    good = Run(source(model, max_new_tokens=80), ask(1)).start()
+    bad.join()
+    good.join()
+    assert isinstance(bad.error, RuntimeError) and "went away" in str(bad.error)
+    assert good.error is None and len(good.ids) == 80
+    engine = engine_of(good.source)
+    wait_until(lambda: sum(engine.running().values()) == 0, 30)
+
+
+def test_per_reply_options_in_one_batch(model: Any) -> None:
+    """max_new_tokens and stop strings per reply; a sampled reply beside greedy ones."""
+    ref = alone(model, ask(0), max_new_tokens=40)
+    text = "".join(ref.pieces)
+    stop = text[12:15]
+    assert stop and text.count(stop) >= 1
+    ref_stop = alone(model, ask(0), max_new_tokens=40, stop_strings=[stop])
+    assert ref_stop.outcome.finish_reason == "stop" and len(ref_stop.ids) < 40
+    runs = [
+        Run(source(model, max_new_tokens=40), ask(0), options={"stop": [stop]}),
+        Run(source(model, max_new_tokens=40), ask(1), options={"max_new_tokens": 7}),
+        Run(source(model, max_new_tokens=40), ask(2), options={"temperature": 0.9, "top_p": 0.8}),
+        Run(source(model, max_new_tokens=40), ask(3)),
+    ]
+    for r in runs:
+        r.start()
+    for r in runs:
+        r.join()
+        assert r.error is None, r.error
+    assert runs[0].ids == ref_stop.ids and runs[0].outcome.finish_reason == "stop"
+    assert "".join(runs[0].pieces) == "".join(ref_stop.pieces)
+    assert len(runs[1].ids) == 7 and runs[1].outcome.finish_reason == "length"
+    assert runs[1].ids == ref.ids[:7]
+    assert runs[3].ids == alone(model, ask(3), max_new_tokens=40).ids
+    assert 0 < len(runs[2].ids) <= 40
+    # the sampled reply made the engine mixed: greedy replies sample from their argmax
+    assert engine_of(runs[0].source).mixed_starts == 1
+
+
+def test_sampled_replies_really_sample(model: Any) -> None:
+    s = source(model, max_new_tokens=16, temperature=1.0)
+    outs = {tuple(Run(s, ask(0)).start().join().ids) for _ in range(4)}
+    assert len(outs) > 1
+
+
+def test_settings_per_reply() -> None:
+    from transformers import GenerationConfig
+
+    config = GenerationConfig(eos_token_id=[2, 7], pad_token_id=2)
+    greedy = batching.settings_for(config, {"max_new_tokens": 9, "do_sample": False}, 5)
+    assert greedy == batching.Settings(9, (2, 7))
+    sampled = batching.settings_for(config, {"max_new_tokens": 9, "do_sample": True,
+                                             "temperature": 0.7, "top_p": 0.9}, 5)
+    # generate()'s own defaults where neither the model nor the call says (top_k 50)
+    assert sampled == batching.Settings(9, (2, 7), True, 0.7, 50, 0.9)
+    assert batching.refusal(config, {"max_new_tokens": 9, "temperature": 0.5,
+                                     "do_sample": True, "top_k": 5}) is None
+    for key, value in (("repetition_penalty", 1.3), ("min_new_tokens", 4),
+                       ("no_repeat_ngram_size", 3), ("stopping_criteria", [object()]),
+                       ("logits_processor", [object()])):
+        why = batching.refusal(config, {"max_new_tokens": 9, key: value})
+        assert why is not None and key in why
+        assert key in (batching.named_refusal({key: value}) or "")
+    # a setting equal to generate()'s default changes nothing
+    assert batching.refusal(config, {"max_new_tokens": 9, "repetition_penalty": 1.0}) is None
+    assert batching.named_refusal({"repetition_penalty": 1.0, "min_new_tokens": 0}) is None
+    # the model's own generation config counts too
+    penalized = GenerationConfig(eos_token_id=2, repetition_penalty=1.1)
+    assert "repetition_penalty" in (batching.refusal(penalized, {"max_new_tokens": 9}) or "")
+
+
+# -- the lane fallback ----------------------------------------------------------------
+
+
+def test_a_setting_the_batch_does_not_apply_takes_turns_and_says_so(model: Any) -> None:
+    s = source(model, repetition_penalty=1.3)
+    assert s.concurrency == 1
+    assert "take turns" in s.batching and "repetition_penalty" in s.batching
+    # run from three threads at once: generate() calls never overlap, first come first served
+    inside: list[int] = []
+    most = [0]
+    lock = threading.Lock()
+    real = model.generate
+    order: list[int] = []
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            inside.append(1)
+            most[0] = max(most[0], len(inside))
+        try:
+            return real(*args, **kwargs)
+        finally:
+            with lock:
+                inside.pop()
+
+    model.generate = spy
+    try:
+        runs = []
+        for i in range(3):
+            r = Run(s, ask(i), lambda run, p, i=i: order.append(i) if len(run.pieces) == 1
+                    else None).start()
+            r.first.wait(60) if i == 0 else None
+            runs.append(r)
+        for r in runs:
+            r.join()
+            assert r.error is None
+    finally:
+        model.generate = real
+    assert most[0] == 1
+    assert order[0] == 0 and sorted(order) == [0, 1, 2]
+    assert s._loaded is not None and s._loaded.engine is None  # the engine was never made
+
+
+def test_one_thread_computes_with_the_model_at_a_time(model: Any) -> None:
+    """transformers 5 writes ``config.is_causal`` during each forward: two threads
+    computing with one model at once could leave it False for good. A reply that runs
+    on its own waits for the batched ones (and they for it), first come first served;
+    afterwards the model answers as before."""
+    before = alone(model, ask(3), max_new_tokens=30).ids
+    order: list[str] = []
+    solo = source(model, max_new_tokens=30, repetition_penalty=1.2)  # not batched
+    batched = [Run(source(model, max_new_tokens=120), ask(i),
+                   lambda run, p, i=i: order.append(f"batch{i}") if len(run.pieces) == 1
+                   else None) for i in range(2)]
+    for r in batched:
+        r.start()
+    wait_until(lambda: len(order) == 2, 60)
+    lone = Run(solo, ask(2), lambda run, p: order.append("solo") if len(run.pieces) == 1
+               else None).start()
+    gate = solo._loaded.gate if solo._loaded else None
+    assert gate is not None
+    wait_until(lambda: gate.state()[2] == 1, 30)  # the solo reply waits its turn
+    late = Run(source(model, max_new_tokens=10), ask(1),
+               lambda run, p: order.append("late") if len(run.pieces) == 1 else None).start()
+    wait_until(lambda: gate.state()[2] == 2, 30)  # and a later batched reply behind it
+    for r in (*batched, lone, late):
+        r.join()
+        assert r.error is None, r.error
+    assert order == ["batch0", "batch1", "solo", "late"] or \
+        order == ["batch1", "batch0", "solo", "late"]
+    assert getattr(model.config, "is_causal", True) is not False
+    assert alone(model, ask(3), max_new_tokens=30).ids == before
+    # greedy and sampled replies together, then the model alone: still the same
+    mixed = [Run(source(model, max_new_tokens=30), ask(3)),
+             Run(source(model, max_new_tokens=30, temperature=0.9), ask(2))]
+    for r in mixed:
+        r.start()
+    for r in mixed:
+        r.join()
+        assert r.error is None
+    assert mixed[0].ids == before
+    assert alone(model, ask(3), max_new_tokens=30).ids == before
+
+
+def test_gate_lets_batches_share_and_keeps_order() -> None:
+    gate = batching.Gate()
+    never = threading.Event()
+    a = gate.enter("batch", never)
+    b = gate.enter("batch", never)
+    assert gate.state() == ("batch", 2, 0)
+    got: list[str] = []
+    solo = threading.Thread(target=lambda: (got.append("solo") if gate.enter("solo", never)
+                                            else None), daemon=True)
+    solo.start()
+    wait_until(lambda: gate.state()[2] == 1, 10)
+    later = threading.Thread(target=lambda: (got.append("batch") if gate.enter("batch", never)
+                                             else None), daemon=True)
+    later.start()
+    wait_until(lambda: gate.state()[2] == 2, 10)
+    assert got == []  # the solo waits for the batch; the later batch waits behind the solo
+    gate.leave(a)
+    gate.leave(b)
+    wait_until(lambda: got == ["solo"], 10)
+    assert gate.state() == ("solo", 1, 1)
+    gate.leave(object())
+    wait_until(lambda: got == ["solo", "batch"], 10)
+    cancelled = threading.Event()
+    cancelled.set()
+    assert gate.enter("solo", cancelled) is None  # a stop while waiting: no turn
+    assert gate.state() == ("batch", 1, 0)
+
+
+def test_concurrency_one_is_the_previous_way(model: Any) -> None:
+    s = source(model, concurrency=1)
+    assert s.concurrency == 1 and "concurrency=1" in s.batching
+    Run(s, ask(0)).start().join()
+    assert s._loaded is not None and s._loaded.engine is None
+
+
+def test_eager_attention_takes_turns() -> None:
+    m = tiny_model()
+    m.config._attn_implementation = "eager"
+    s = source(m)
+    assert s.concurrency == 1 and "eager" in s.batching
+    r = Run(s, ask(0)).start().join()
+    assert r.error is None and len(r.ids) == 24
+    assert s._loaded is not None and s._loaded.engine is None
+
+
+def test_quantized_and_other_settings_take_turns_before_loading(tmp_path: Any) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    for kwargs, word in ((dict(load_in_4bit=True), "bitsandbytes"),
+                         (dict(attn_implementation="eager"), "eager"),
+                         (dict(cpu_threads=1), "cpu_threads"),
+                         (dict(min_new_tokens=3), "min_new_tokens")):
+        s = TransformersSource(str(tmp_path), concurrency=4, **kwargs)  # nothing loaded
+        assert s.concurrency == 1 and word in s.batching, (kwargs, s.batching)
+    s = TransformersSource(str(tmp_path), concurrency=3)
+    assert s.concurrency == 3 and "decided when it is loaded" in s.batching
+
+
+def test_a_reply_larger_than_the_cache_runs_alone(model: Any) -> None:
+    s = source(model, max_new_tokens=8)
+    Run(s, ask(0)).start().join()
+    engine = engine_of(s)
+    big = source(model, max_new_tokens=engine.capacity() + 1)
+    assert big.concurrency == 4  # the source is batched; this one reply is too large
+    real = model.generate
+    calls: list[int] = []
+    model.generate = lambda *a, **k: (calls.append(1), real(*a, **{**k, "max_new_tokens": 4}))[1]
+    try:
+        r = Run(big, ask(0)).start().join()
+    finally:
+        model.generate = real
+    assert r.error is None and calls == [1] and len(r.ids) == 4
+
+
+# -- the engine's own life ----------------------------------------------------------
+
+
+def test_engine_failure_fails_its_replies_then_recovers(model: Any) -> None:
+    """A step that raises ends the engine's thread: every reply it runs fails with a
+    clear error; the next reply starts a new engine."""
+    fail = threading.Event()
+    real_forward = model.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if fail.is_set():
+            raise RuntimeError("out of memory (simulated)")
+        return real_forward(*args, **kwargs)
+
+    model.forward = forward
+    both = threading.Barrier(3, timeout=60)
+
+    def gate(run: Run, piece: str) -> None:
+        if len(run.pieces) == 1:
+            both.wait()
+
+    runs = [Run(source(model, max_new_tokens=400), ask(i), gate).start() for i in range(2)]
+    both.wait()  # both have streamed: the engine has run steps for them
+    fail.set()
+    for r in runs:
+        r.join()
+        assert isinstance(r.error, BatchError), r.error
+        assert "out of memory (simulated)" in str(r.error)
+    engine = engine_of(runs[0].source)
+    assert engine.broken is None  # it worked before: a failure, not a model it cannot run
+    fail.clear()
+    again = Run(source(model), ask(0)).start().join()
+    assert again.error is None and again.ids == alone(model, ask(0)).ids
+    assert engine.starts == 2
+
+
+def test_an_engine_that_fails_at_once_falls_back_to_turns(model: Any) -> None:
+    real_forward = model.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if "logits_indices" in kwargs:  # only the engine's steps carry these
+            raise RuntimeError("this model cannot run paged attention (simulated)")
+        return real_forward(*args, **kwargs)
+
+    model.forward = forward
+    first = Run(source(model), ask(0)).start().join()
+    assert isinstance(first.error, BatchError)
+    s = source(model)
+    assert s.concurrency == 1 and "simulated" in s.batching
+    r = Run(s, ask(0)).start().join()
+    assert r.error is None and len(r.ids) == 24
+
+
+def test_an_idle_engine_stops_and_starts_again(model: Any,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(batching, "IDLE_SECONDS", 0.0)
+    s = source(model)
+    Run(s, ask(0)).start().join()
+    engine = engine_of(s)
+
+    def routers() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("nbstream-batch")]
+
+    wait_until(lambda: not engine.running() and not routers(), 30)
+    r = Run(s, ask(1)).start().join()
+    assert r.error is None and r.ids == alone(model, ask(1)).ids
+    assert engine.starts == 2
+
+
+# -- choosing the engine per device, no GPU needed ------------------------------------------
+
+
+def test_batching_is_selected_per_device() -> None:
+    cpu = devices.select_batching("cpu", "sdpa", None, 4, max_positions=1024)
+    assert cpu.enabled and cpu.tokens_per_reply == 1024 and cpu.cache_tokens(4) == 4096
+    assert cpu.step_tokens == 256 and cpu.page_size == 64
+    cuda = devices.select_batching("cuda:0", "flash_attention_2", None, 8,
+                                   max_positions=32768)
+    assert cuda.enabled and "cuda:0" in cuda.reason and cuda.tokens_per_reply == 8192
+    assert cuda.step_tokens == 2048 and cuda.page_size == 256
+    assert devices.select_batching("cuda", "sdpa", None, 2).enabled
+    for args, word in ((("cuda", "sdpa", "bitsandbytes", 4), "bitsandbytes"),
+                       (("cpu", "eager", None, 4), "eager"),
+                       (("cpu", "flex_attention", None, 4), "flex_attention"),
+                       (("cpu", "sdpa", None, 1), "concurrency=1"),
+                       (("xpu", "sdpa", None, 4), "xpu")):
+        plan = devices.select_batching(*args)
+        assert not plan.enabled and word in plan.reason, plan
+    old_mps = devices.select_batching("mps", "sdpa", None, 4, torch_version=lambda: (2, 13))
+    assert not old_mps.enabled and "2.14" in old_mps.reason
+    assert devices.select_batching("mps", "sdpa", None, 4, torch_version=lambda: (2, 14)).enabled
+
+
+def test_the_loaded_model_decides(model: Any) -> None:
+    s = source(model)
+    assert s.concurrency == 4
+    assert s.batching.startswith("up to 4 replies together on cpu")
+    assert batching.model_facts(model)[:3] == ("cpu", "sdpa", None)
+    assert batching.plan_for(model, 1).enabled is False
+
+
+# -- construction: options generate() would not take ----------------------------------------
+
+
+@pytest.mark.parametrize(("kwargs", "error", "words"), [
+    ({"concurrency": 0}, ValueError, "concurrency"),
+    ({"concurrency": "2"}, ValueError, "concurrency"),
+    ({"concurrency": True}, ValueError, "concurrency"),
+    ({"concurency": 2}, TypeError, "did you mean 'concurrency'"),
+    ({"max_new_token": 20}, TypeError, "did you mean 'max_new_tokens'"),
+    ({"not_an_option": 1}, TypeError, "'not_an_option'"),
+    ({"top_p": 0.9}, ValueError, "top_p"),
+    ({"top_k": 20, "do_sample": False}, ValueError, "top_k"),
+    ({"temperature": 0.5, "do_sample": False}, ValueError, "temperature"),
+    ({"temperature": -1}, ValueError, "temperature"),
+    ({"top_p": 1.5, "do_sample": True}, ValueError, "top_p"),
+    ({"max_new_tokens": 0}, ValueError, "max_new_tokens"),
+    ({"max_new_tokens": 2.5}, TypeError, "max_new_tokens"),
+    ({"num_beams": 3}, ValueError, "num_beams"),
+    ({"num_return_sequences": 2}, ValueError, "num_return_sequences"),
+    ({"input_ids": [1, 2]}, TypeError, "input_ids"),
+    ({"streamer": object()}, TypeError, "streamer"),
+    ({"stop_strings": [""]}, TypeError, "stop_strings"),
+    ({"do_sample": "yes"}, TypeError, "do_sample"),
+    ({"eos_token_id": "x"}, TypeError, "eos_token_id"),
+])
+def test_bad_options_fail_at_construction_naming_them(
+        kwargs: dict[str, Any], error: type[Exception], words: str) -> None:
+    with pytest.raises(error, match=words.replace("(", r"\(")):
+        TransformersSource(tiny_model(), tiny_tokenizer(), **kwargs)
+
+
+def test_good_options_are_kept() -> None:
+    s = TransformersSource(None, concurrency=2)  # the example that used to fail every reply
+    assert s.concurrency == 2 and s.generate_kwargs == {}
+    s = TransformersSource(tiny_model(), tiny_tokenizer(), temperature=0.7, top_p=0.9,
+                           max_new_tokens=10, guidance_scale=1.0)
+    assert s.generate_kwargs == {"temperature": 0.7, "top_p": 0.9, "max_new_tokens": 10,
+                                 "guidance_scale": 1.0, "do_sample": True}
+    greedy = TransformersSource(tiny_model(), tiny_tokenizer(), temperature=0)
+    assert greedy.generate_kwargs == {"do_sample": False}
+
+
+# -- through the widgets --------------------------------------------------------------------
+
+
+class Gated(TransformersSource):
+    """A TransformersSource whose first reply, after its first piece, waits (60 s at
+    most) until another reply has shown its first piece; that other reply, once the
+    first has shown one, notes what the first one's message showed at that moment
+    (its status and text). Taking turns, the second reply starts only after the first
+    ended: it then notes "done"."""
+
+    gate = threading.Event()
+    first_piece = threading.Event()
+    first_ended = threading.Event()
+    streams: ClassVar[list[Any]] = []  # the replies' streams, in the order they started
+    seen: ClassVar[list[tuple[str, str, bool]]] = []
+    lock = threading.Lock()
+
+    @classmethod
+    def reset(cls) -> None:
+        cls.gate = threading.Event()
+        cls.first_piece = threading.Event()
+        cls.first_ended = threading.Event()
+        cls.streams.clear()
+        cls.seen.clear()
+
+    def generate_with(self, messages: Any, emit: Any, cancel: Any, options: Any,
+                      tools: Any = ()) -> Any:
+        with Gated.lock:
+            index = len(Gated.streams)
+            Gated.streams.append(emit.__self__)  # the widget hands its Stream's put
+        count = [0]
+
+        def gated(piece: Any) -> None:
+            emit(piece)
+            count[0] += 1
+            if count[0] != 1:
+                return
+            if index == 0:
+                Gated.first_piece.set()
+                Gated.gate.wait(60)
+            else:
+                Gated.first_piece.wait(60)  # the first reply has shown a piece (or ended)
+                first = Gated.streams[0]
+                Gated.seen.append((first.status, first.text, Gated.first_ended.is_set()))
+                Gated.gate.set()
+
+        try:
+            return super().generate_with(messages, gated, cancel, options, tools)
+        finally:
+            if index == 0:
+                Gated.first_ended.set()
+
+
+def test_two_chats_on_one_model_stream_at_the_same_time(model: Any) -> None:
+    from nbstream import ChatWidget
+
+    Gated.reset()
+    a_src = Gated(model, tiny_tokenizer(), max_new_tokens=60, concurrency=4)
+    b_src = Gated(model, tiny_tokenizer(), max_new_tokens=60, concurrency=4)
+    assert a_src.lane_key() == b_src.lane_key()
+    a, b = ChatWidget(a_src), ChatWidget(b_src)
+    try:
+        ra = a.send("Hello from the first chat")
+        wait_until(lambda: len(Gated.streams) == 1, 60)
+        rb = b.send("Hello from the second chat")
+        ra.wait(120)
+        rb.wait(120)
+        # when the second chat's first piece came, the first was running, its text shown
+        assert len(Gated.seen) == 1
+        status, text, ended = Gated.seen[0]
+        assert status == "running" and text and not ended
+        assert ra.status == rb.status == "done"
+        assert ra.outcome is not None and ra.outcome.figures["tokens"] == 60
+        assert rb.outcome is not None and rb.outcome.figures["tokens"] == 60
+    finally:
+        a.close()
+        b.close()
+    wait_until(lambda: lanes.get(a_src.lane_key()) is None, 30)
+
+
+def test_compare_over_one_model_streams_its_panes_side_by_side(model: Any) -> None:
+    from nbstream import Compare
+
+    Gated.reset()
+    greedy = Gated(model, tiny_tokenizer(), max_new_tokens=60, concurrency=4)
+    sampled = Gated(model, tiny_tokenizer(), max_new_tokens=60, concurrency=4, temperature=0.8)
+    assert greedy.lane_key() == sampled.lane_key()
+    cmp = Compare([greedy, sampled])
+    try:
+        replies = cmp.send("Hello, both of you")
+        cmp.wait(120)
+        assert len(Gated.seen) == 1
+        status, text, ended = Gated.seen[0]
+        assert status == "running" and text and not ended
+        assert [r.status for r in replies] == ["done", "done"]
+        expected = alone(model, [{"role": "user", "content": "Hello, both of you"}],
+                         max_new_tokens=60)
+        assert replies[0].text == "".join(expected.pieces)
+    finally:
+        cmp.close()
+
+
+# -- the embedded model ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smol() -> Iterator[TransformersSource]:
+    from nbstream.sources.transformers import default_model
+
+    try:
+        default_model.gguf_path()
+    except default_model.DefaultModelMissing as exc:
+        pytest.skip(str(exc))
+    s = TransformersSource(max_new_tokens=48, concurrency=4)
+    s.prepare()
+    yield s
+    if s._loaded is not None and s._loaded.engine is not None:
+        s._loaded.engine.close()
+
+
+STORIES = ["Write a short story about a robot who learns to paint.",
+           "What is the capital of France?",
+           "List three fruits.",
+           "Explain what a rainbow is to a child."]
+
+
+@pytest.mark.model
+def test_model_batched_replies_equal_their_answers_alone(smol: TransformersSource) -> None:
+    runs = [Run(TransformersSource(max_new_tokens=48, concurrency=4),
+                [{"role": "user", "content": q}]) for q in STORIES]
+    for r in runs:
+        r.source.prepare()
+        assert r.source.model is smol.model
+        r.start()
+    for r, q in zip(runs, STORIES):
+        r.join()
+        assert r.error is None, r.error
+        one = TransformersSource(max_new_tokens=48, concurrency=1)
+        ref = Run(one, [{"role": "user", "content": q}]).start().join()
+        assert r.ids == ref.ids, q
+        assert "".join(r.pieces) == "".join(ref.pieces)
+        assert r.outcome.finish_reason == ref.outcome.finish_reason
+    assert engine_of(smol).starts >= 1
+    assert "France" in "".join(runs[1].pieces) or "Paris" in "".join(runs[1].pieces)
