@@ -24,7 +24,7 @@ ratios, the token ids of the two ways compared (greedy decoding: they should
 be the same text), and the machine's load average.
 
     .venv/bin/python benchmarks/batched_generation.py [--tokens 64] [--rounds 3]
-        [--counts 1,2,4,8] [--model PATH] [--json FILE]
+        [--counts 1,2,4,8] [--model PATH] [--threads N] [--json FILE]
 """
 
 from __future__ import annotations
@@ -138,12 +138,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--counts", default="1,2,4,8")
     p.add_argument("--model", default=None, help="a local model folder (default: embedded)")
     p.add_argument("--json", default=None, help="write the raw figures here")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch intra-op threads (default: torch's own, one per core); on a "
+                        "machine shared with other busy processes, 1 avoids OpenMP teams "
+                        "waiting for each other")
     args = p.parse_args(argv)
     counts = [int(c) for c in args.counts.split(",")]
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     from nbstream.sources import TransformersSource
 
-    print(f"load average at start: {load()}  (cores: {os.cpu_count()})", flush=True)
+    print(f"load average at start: {load()}  (cores: {os.cpu_count()}, torch threads: "
+          f"{torch.get_num_threads()})", flush=True)
     holder = TransformersSource(args.model, max_new_tokens=args.tokens, concurrency=max(counts))
     t0 = time.perf_counter()
     holder.prepare()

@@ -40,17 +40,46 @@ def peaked_model() -> Any:
     return m
 
 
+class OneAtATime:
+    """Wraps a model's decoder so that two threads inside it at once are noted: the
+    rule that keeps transformers' ``config.is_causal`` juggling safe."""
+
+    def __init__(self, model: Any) -> None:
+        self.overlaps: list[tuple[str, str]] = []
+        self._inside: str | None = None
+        self._lock = threading.Lock()
+        real = model.model.forward
+
+        def forward(*args: Any, **kwargs: Any) -> Any:
+            me = threading.current_thread().name
+            with self._lock:
+                if self._inside is not None:
+                    self.overlaps.append((self._inside, me))
+                outer, self._inside = self._inside, me
+            try:
+                return real(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self._inside = outer
+
+        model.model.forward = forward
+
+
 @pytest.fixture
 def model() -> Iterator[Any]:
     """A fresh tiny model per test (its engine, made by the first batched reply,
-    goes with it); the engine is closed at the end so no thread outlives the test."""
+    goes with it); the engine is closed at the end so no thread outlives the test.
+    Every test also checks that no two threads computed with the model at once."""
     m = peaked_model()
+    watch = OneAtATime(m)
     holder = TransformersSource(m, tiny_tokenizer(), concurrency=4)
     holder.prepare()
     yield m
     loaded = holder._loaded
     if loaded is not None and loaded.engine is not None:
         loaded.engine.close()
+    assert watch.overlaps == [], watch.overlaps[:3]
+    assert getattr(m.config, "is_causal", True) is not False
 
 
 def source(model: Any, **kwargs: Any) -> TransformersSource:
@@ -67,7 +96,13 @@ def engine_of(s: TransformersSource) -> batching.Engine:
 
 
 class Run:
-    """One reply on its own thread, as a lane worker runs it; records its pieces."""
+    """One reply on its own thread, as a lane worker runs it; records its pieces.
+
+    Started with :func:`together`, a reply waits at its first piece (60 s at most)
+    until every reply of its group has asked the model: a reply alone runs
+    ``generate()`` and goes into the batch when another asks, so this is what makes
+    the group's replies overlap (as two chats asked a second apart do).
+    """
 
     def __init__(self, src: TransformersSource, messages: list[ChatMessage],
                  on_piece: Callable[[Run, str], None] | None = None,
@@ -79,6 +114,9 @@ class Run:
         self.error: BaseException | None = None
         self.ids: list[int] = []
         self.first = threading.Event()
+        self.asked = threading.Event()
+        self.ended = threading.Event()
+        self.group: tuple[Run, ...] = ()
         self._on_piece = on_piece
         self.thread = threading.Thread(target=self._run, args=(messages, options or {}),
                                        daemon=True)
@@ -86,10 +124,14 @@ class Run:
     def _emit(self, piece: str) -> None:
         self.pieces.append(piece)
         self.first.set()
+        if len(self.pieces) == 1:
+            for other in self.group:
+                other.asked.wait(60)
         if self._on_piece is not None:
             self._on_piece(self, piece)
 
     def _run(self, messages: list[ChatMessage], options: dict[str, Any]) -> None:
+        self.asked.set()
         try:
             self.outcome = self.source.generate_with(messages, self._emit, self.cancel,
                                                      options)  # type: ignore[arg-type]
@@ -97,6 +139,7 @@ class Run:
             self.error = exc
         finally:
             self.ids = list(self.source.last_token_ids)
+            self.ended.set()
 
     def start(self) -> Run:
         self.thread.start()
@@ -108,6 +151,15 @@ class Run:
         return self
 
 
+def together(*runs: Run) -> tuple[Run, ...]:
+    """Start ``runs`` as one group (see :class:`Run`)."""
+    for r in runs:
+        r.group = runs
+    for r in runs:
+        r.start()
+    return runs
+
+
 def alone(model: Any, messages: list[ChatMessage], **kwargs: Any) -> Run:
     """The same request through the model's own generate() (concurrency=1)."""
     return Run(source(model, concurrency=1, **kwargs), messages).start().join()
@@ -117,7 +169,7 @@ def alone(model: Any, messages: list[ChatMessage], **kwargs: Any) -> Run:
 
 
 def test_batched_replies_equal_the_same_requests_alone(model: Any) -> None:
-    runs = [Run(source(model), ask(i)).start() for i in range(4)]
+    runs = together(*(Run(source(model), ask(i)) for i in range(4)))
     for r in runs:
         r.join()
         assert r.error is None, r.error
@@ -134,33 +186,45 @@ def test_batched_replies_equal_the_same_requests_alone(model: Any) -> None:
 
 
 def test_replies_stream_at_the_same_time(model: Any) -> None:
-    """The first reply, after its first piece, waits for the second's first piece:
-    that piece can only come while the first is still running if both run at once."""
-    order: list[tuple[int, str]] = []
-    lock = threading.Lock()
-    second_started = threading.Event()
+    """The first reply, after its first piece, waits until the second has asked; when
+    the second's first piece comes, the first must still be running (with text):
+    taking turns, the second would start only after the first ended."""
+    seen: list[tuple[int, bool]] = []
 
-    def note(i: int) -> Callable[[Run, str], None]:
-        def on_piece(run: Run, piece: str) -> None:
-            with lock:
-                if len(run.pieces) == 1:
-                    order.append((i, "first piece"))
-            if i == 0 and len(run.pieces) == 1:
-                second_started.wait(60)
-            if i == 1:
-                second_started.set()
-        return on_piece
+    def note(run: Run, piece: str) -> None:
+        if len(run.pieces) == 1:
+            seen.append((len(a.pieces), a.ended.is_set()))
 
-    a = Run(source(model, max_new_tokens=60), ask(0), note(0)).start()
+    a = Run(source(model, max_new_tokens=60), ask(0))
+    b = Run(source(model, max_new_tokens=60), ask(1), note)
+    a.group = (b,)  # a waits at its first piece until b has asked
+    a.start()
     a.first.wait(60)
-    b = Run(source(model, max_new_tokens=60), ask(1), note(1)).start()
+    b.start()
     a.join()
-    with lock:
-        order.append((0, "end"))
     b.join()
     assert a.error is None and b.error is None
-    assert order[:3] == [(0, "first piece"), (1, "first piece"), (0, "end")]
+    assert len(seen) == 1
+    shown, ended = seen[0]
+    assert shown >= 1 and not ended
     assert len(a.ids) == len(b.ids) == 60
+    assert a.ids == alone(model, ask(0), max_new_tokens=60).ids  # it moved into the batch
+    assert b.ids == alone(model, ask(1), max_new_tokens=60).ids
+    assert engine_of(a.source).starts == 1
+
+
+def test_a_reply_alone_runs_generate_and_no_engine(model: Any) -> None:
+    """Nothing is paid for batching while a reply is alone: model.generate runs it."""
+    calls: list[int] = []
+    real = model.generate
+    model.generate = lambda *a, **k: (calls.append(1), real(*a, **k))[1]
+    try:
+        r = Run(source(model), ask(0)).start().join()
+    finally:
+        model.generate = real
+    assert r.error is None and calls == [1] and r.ids == alone(model, ask(0)).ids
+    engine = engine_of(r.source)
+    assert engine.starts == 0 and engine.running() == {}
 
 
 def test_stop_of_one_leaves_the_others_running(model: Any) -> None:
@@ -170,11 +234,9 @@ def test_stop_of_one_leaves_the_others_running(model: Any) -> None:
         if len(run.pieces) == stop_at:
             run.cancel.set()
 
-    runs = [Run(source(model, max_new_tokens=120), ask(0)),
-            Run(source(model, max_new_tokens=120), ask(1), stopper),
-            Run(source(model, max_new_tokens=120), ask(2))]
-    for r in runs:
-        r.start()
+    runs = together(Run(source(model, max_new_tokens=120), ask(0)),
+                    Run(source(model, max_new_tokens=120), ask(1), stopper),
+                    Run(source(model, max_new_tokens=120), ask(2)))
     stopped = runs[1].join()
     assert stopped.outcome.finish_reason == "cancelled"
     assert len(stopped.pieces) == stop_at  # nothing emitted after the stop
@@ -200,8 +262,8 @@ def test_an_error_in_one_reply_fails_that_reply_only(model: Any) -> None:
         if len(run.pieces) == 2:
             raise RuntimeError("the view went away")
 
-    bad = Run(source(model, max_new_tokens=80), ask(0), broken).start()
-    good = Run(source(model, max_new_tokens=80), ask(1)).start()
+    bad, good = together(Run(source(model, max_new_tokens=80), ask(0), broken),
+                         Run(source(model, max_new_tokens=80), ask(1)))
     bad.join()
     good.join()
     assert isinstance(bad.error, RuntimeError) and "went away" in str(bad.error)
@@ -218,14 +280,12 @@ def test_per_reply_options_in_one_batch(model: Any) -> None:
     assert stop and text.count(stop) >= 1
     ref_stop = alone(model, ask(0), max_new_tokens=40, stop_strings=[stop])
     assert ref_stop.outcome.finish_reason == "stop" and len(ref_stop.ids) < 40
-    runs = [
+    runs = together(
         Run(source(model, max_new_tokens=40), ask(0), options={"stop": [stop]}),
         Run(source(model, max_new_tokens=40), ask(1), options={"max_new_tokens": 7}),
         Run(source(model, max_new_tokens=40), ask(2), options={"temperature": 0.9, "top_p": 0.8}),
         Run(source(model, max_new_tokens=40), ask(3)),
-    ]
-    for r in runs:
-        r.start()
+    )
     for r in runs:
         r.join()
         assert r.error is None, r.error
@@ -442,24 +502,23 @@ def test_engine_failure_fails_its_replies_then_recovers(model: Any) -> None:
         return real_forward(*args, **kwargs)
 
     model.forward = forward
-    both = threading.Barrier(3, timeout=60)
-
-    def gate(run: Run, piece: str) -> None:
-        if len(run.pieces) == 1:
-            both.wait()
-
-    runs = [Run(source(model, max_new_tokens=400), ask(i), gate).start() for i in range(2)]
-    both.wait()  # both have streamed: the engine has run steps for them
+    runs = together(*(Run(source(model, max_new_tokens=400), ask(i)) for i in range(2)))
+    engine = engine_of(runs[0].source)
+    # both in the batch, and a step went through for them
+    wait_until(lambda: engine.running().get("greedy") == 2 and all(
+        len(r.pieces) > 3 for r in runs), 60)
     fail.set()
     for r in runs:
         r.join()
         assert isinstance(r.error, BatchError), r.error
         assert "out of memory (simulated)" in str(r.error)
-    engine = engine_of(runs[0].source)
     assert engine.broken is None  # it worked before: a failure, not a model it cannot run
     fail.clear()
-    again = Run(source(model), ask(0)).start().join()
-    assert again.error is None and again.ids == alone(model, ask(0)).ids
+    again = together(Run(source(model), ask(0)), Run(source(model), ask(1)))
+    for r in again:
+        r.join()
+        assert r.error is None
+    assert again[0].ids == alone(model, ask(0)).ids
     assert engine.starts == 2
 
 
@@ -472,8 +531,10 @@ def test_an_engine_that_fails_at_once_falls_back_to_turns(model: Any) -> None:
         return real_forward(*args, **kwargs)
 
     model.forward = forward
-    first = Run(source(model), ask(0)).start().join()
-    assert isinstance(first.error, BatchError)
+    first = together(Run(source(model), ask(0)), Run(source(model), ask(1)))
+    for r in first:
+        r.join()
+    assert any(isinstance(r.error, BatchError) for r in first), [r.error for r in first]
     s = source(model)
     assert s.concurrency == 1 and "simulated" in s.batching
     r = Run(s, ask(0)).start().join()
@@ -484,15 +545,19 @@ def test_an_idle_engine_stops_and_starts_again(model: Any,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(batching, "IDLE_SECONDS", 0.0)
     s = source(model)
-    Run(s, ask(0)).start().join()
+    for r in together(Run(s, ask(0)), Run(source(model), ask(1))):
+        r.join()
     engine = engine_of(s)
+    assert engine.starts == 1
 
     def routers() -> list[str]:
         return [t.name for t in threading.enumerate() if t.name.startswith("nbstream-batch")]
 
     wait_until(lambda: not engine.running() and not routers(), 30)
-    r = Run(s, ask(1)).start().join()
-    assert r.error is None and r.ids == alone(model, ask(1)).ids
+    runs = together(Run(s, ask(1)), Run(source(model), ask(2)))
+    for r in runs:
+        r.join()
+    assert runs[0].error is None and runs[0].ids == alone(model, ask(1)).ids
     assert engine.starts == 2
 
 
@@ -500,8 +565,9 @@ def test_an_idle_engine_stops_and_starts_again(model: Any,
 
 
 def test_batching_is_selected_per_device() -> None:
-    cpu = devices.select_batching("cpu", "sdpa", None, 4, max_positions=1024)
-    assert cpu.enabled and cpu.tokens_per_reply == 1024 and cpu.cache_tokens(4) == 4096
+    cpu = devices.select_batching("cpu", "sdpa", None, 4, max_positions=512)
+    assert cpu.enabled and cpu.tokens_per_reply == 512 and cpu.cache_tokens(4) == 2048
+    assert devices.select_batching("cpu", "sdpa", None, 4).tokens_per_reply == 1024
     assert cpu.step_tokens == 256 and cpu.page_size == 64
     cuda = devices.select_batching("cuda:0", "flash_attention_2", None, 8,
                                    max_positions=32768)
@@ -575,22 +641,19 @@ def test_good_options_are_kept() -> None:
 
 class Gated(TransformersSource):
     """A TransformersSource whose first reply, after its first piece, waits (60 s at
-    most) until another reply has shown its first piece; that other reply, once the
-    first has shown one, notes what the first one's message showed at that moment
-    (its status and text). Taking turns, the second reply starts only after the first
-    ended: it then notes "done"."""
+    most) until a second reply has asked; the second, at its own first piece, notes
+    what the first one's message showed then (its status and text) and whether the
+    first had ended. Taking turns, the second would start only after the first ended."""
 
-    gate = threading.Event()
-    first_piece = threading.Event()
+    asked = threading.Event()
     first_ended = threading.Event()
-    streams: ClassVar[list[Any]] = []  # the replies' streams, in the order they started
+    streams: ClassVar[list[Any]] = []  # the replies' streams, in the order they asked
     seen: ClassVar[list[tuple[str, str, bool]]] = []
     lock = threading.Lock()
 
     @classmethod
     def reset(cls) -> None:
-        cls.gate = threading.Event()
-        cls.first_piece = threading.Event()
+        cls.asked = threading.Event()
         cls.first_ended = threading.Event()
         cls.streams.clear()
         cls.seen.clear()
@@ -600,6 +663,8 @@ class Gated(TransformersSource):
         with Gated.lock:
             index = len(Gated.streams)
             Gated.streams.append(emit.__self__)  # the widget hands its Stream's put
+            if index == 1:
+                Gated.asked.set()
         count = [0]
 
         def gated(piece: Any) -> None:
@@ -608,13 +673,10 @@ class Gated(TransformersSource):
             if count[0] != 1:
                 return
             if index == 0:
-                Gated.first_piece.set()
-                Gated.gate.wait(60)
+                Gated.asked.wait(60)
             else:
-                Gated.first_piece.wait(60)  # the first reply has shown a piece (or ended)
                 first = Gated.streams[0]
                 Gated.seen.append((first.status, first.text, Gated.first_ended.is_set()))
-                Gated.gate.set()
 
         try:
             return super().generate_with(messages, gated, cancel, options, tools)

@@ -300,6 +300,7 @@ class _Run:
         self.stopping = False
         self.failure: BaseException | None = None
         self.delivered = False  # a result came: the manager has run a step
+        self.started = False  # its router started it (under Engine._lock)
 
 
 _ids = itertools.count(1)
@@ -333,7 +334,7 @@ class Engine:
         return self.plan.cache_tokens(self.concurrency)
 
     def run(self, prompt: Sequence[int], settings: Settings, cancel: threading.Event,
-            on_tokens: Callable[[list[int]], bool]) -> bool:
+            on_tokens: Callable[[list[int]], bool], carried: Sequence[int] = ()) -> bool:
         """Generate the reply to ``prompt`` in the batch: ``on_tokens(new_ids)`` gets
         each step's new tokens, in order, on the calling thread, and returns True to
         end the reply there (a stop string). Returns True when the reply ended by
@@ -341,17 +342,21 @@ class Engine:
         was set (its request is dropped at the next step; nothing more is handed
         over). Raises :class:`BatchError` when the request or the engine failed;
         what ``on_tokens`` raises propagates (the request is dropped). Waits first,
-        first come first served, while a reply that is not batched has the model."""
+        first come first served, while a reply that is not batched has the model.
+        ``carried``: the answer's tokens so far, made elsewhere (the reply ran alone
+        until another came): computed again with the prompt, not handed over again."""
         if cancel.is_set():
             return False
         ticket = self.gate.enter("batch", cancel)
         if ticket is None:
             return False
         request = _Request(list(prompt), settings)
+        request.carried = list(carried)
+        request.tokens = list(carried)
         ended = finished = False  # ended: the reply is over; finished: its request too
         try:
             self._submit(request)
-            seen = 0
+            seen = len(request.carried)
             while not cancel.is_set():
                 progress, failure = request.mailbox.take(POLL_SECONDS)
                 if failure is not None:
@@ -427,11 +432,7 @@ class Engine:
         greedy.stopping = True
         greedy.requests.clear()
         self._run = None
-        try:
-            greedy.manager.stop(block=True, timeout=60)  # its step is over before the next
-        except Exception:
-            log.warning("batching engine for %s: the greedy manager did not stop cleanly",
-                        self.label, exc_info=True)
+        self._stop(greedy)  # its step is over before the mixed one's first
         mixed = self._start("mixed")
         for request in moving:
             request.carried = list(request.tokens)
@@ -532,16 +533,19 @@ class Engine:
         import torch
 
         manager = run.manager
-        try:
-            with torch.inference_mode():  # the step thread runs in its starter's mode
-                manager.start()
-        except Exception as exc:
-            with self._lock:
+        with self._lock:  # so that a stop (which takes the lock) finds it started, or not at all
+            if run.stopping:
+                return
+            try:
+                with torch.inference_mode():  # the step thread runs in its starter's mode
+                    manager.start()
+            except Exception as exc:
                 self.broken = f"continuous batching could not start: {type(exc).__name__}: {exc}"
                 error = BatchError(self.broken)
                 error.__cause__ = exc
                 self._fail_requests(run, error)
-            return
+                return
+            run.started = True
         while True:
             output = manager.get_result(timeout=0.1)
             if output is not None:
@@ -559,11 +563,7 @@ class Engine:
                     if self._run is run:
                         self._run = None
             if stop:
-                try:
-                    manager.stop(block=True, timeout=60)
-                except Exception:  # a manager that cannot stop cleanly is dropped all the same
-                    log.warning("batching engine for %s: the %s manager did not stop cleanly",
-                                self.label, run.mode, exc_info=True)
+                self._stop(run)
                 log.debug("batching engine for %s: %s manager stopped (idle)", self.label,
                           run.mode)
                 return
@@ -620,10 +620,17 @@ class Engine:
                 return
             run.stopping = True
             self._fail_requests(run, run.failure or BatchError("the batching engine was closed"))
+        self._stop(run, hard=True, timeout=timeout)
+
+    def _stop(self, run: _Run, hard: bool = False, timeout: float = 60) -> None:
+        """Stop ``run``'s manager and wait for its step thread (any thread; ``run.stopping``
+        is set, so a router that has not started it yet never will)."""
+        if not run.started:
+            return
         try:
-            run.manager.stop(block=True, timeout=timeout, hard_stop=True)
-        except Exception:
-            log.warning("batching engine for %s: stopping the %s manager failed",
+            run.manager.stop(block=True, timeout=timeout, hard_stop=hard)
+        except Exception:  # a manager that cannot stop cleanly is dropped all the same
+            log.warning("batching engine for %s: the %s manager did not stop cleanly",
                         self.label, run.mode, exc_info=True)
 
 
@@ -688,13 +695,31 @@ class Gate:
         self._queue: list[tuple[Kind, object]] = []  # waiting, in order
         self._inside: Kind | None = None
         self._count = 0  # holders inside
+        self._movable: threading.Event | None = None  # the alone reply's "move" signal
+
+    def try_alone(self, move: threading.Event) -> object | None:
+        """Enter at once as a batchable reply running on its own, if nobody holds or
+        waits for the model; a batched reply that comes later sets ``move``, and the
+        holder should then leave and :meth:`enter` as ``"batch"`` (its answer goes on
+        in the batch). None if the model is not free."""
+        ticket = ("solo", object())
+        with self._cond:
+            if self._count or self._queue:
+                return None
+            self._inside = "solo"
+            self._count = 1
+            self._movable = move
+        return ticket
 
     def enter(self, kind: Kind, cancel: threading.Event) -> object | None:
         """Wait for ``kind``'s turn; a ticket for :meth:`leave`, or None when
-        ``cancel`` was set first (the caller then has no turn)."""
+        ``cancel`` was set first (the caller then has no turn). A batched reply
+        asks a batchable reply that runs alone to move into the batch."""
         ticket = (kind, object())
         with self._cond:
             self._queue.append(ticket)
+            if kind == "batch" and self._movable is not None:
+                self._movable.set()
             while not self._may_enter(ticket):
                 if cancel.is_set():
                     self._queue.remove(ticket)
@@ -721,6 +746,7 @@ class Gate:
             self._count -= 1
             if self._count == 0:
                 self._inside = None
+                self._movable = None
             self._cond.notify_all()
 
     def state(self) -> tuple[str | None, int, int]:

@@ -25,7 +25,7 @@ Batching (:func:`select_batching`): several replies of one model run together
 in transformers' continuous batching (:mod:`nbstream.sources.transformers.batching`)
 on ``cpu`` and ``cuda`` devices, with ``sdpa`` or flash attention, unquantized;
 elsewhere replies take turns. The paged cache is sized per device: on a CPU,
-small pages, a budget of 2,048 tokens per reply and prefill in chunks of 256
+small pages, a budget of 1,024 tokens per reply and prefill in chunks of 256
 tokens (a long prompt then delays the others' next token by one chunk, not by
 the whole prompt); on a GPU, 256-token pages, 8,192 tokens per reply, 2,048
 tokens per step.
@@ -362,7 +362,7 @@ def select_batching(
     if kind == "cuda":
         page, per_reply, step = 256, 8192, 2048
     elif kind == "cpu":
-        page, per_reply, step = 64, 2048, 256
+        page, per_reply, step = 64, 1024, 256
     elif kind == "mps" and torch_version() >= (2, 14):
         page, per_reply, step = 128, 4096, 512
     else:

@@ -228,10 +228,18 @@ class _EmitStreamer:
         self._hidden = hidden
         self._emit = emit
         self._cancel = cancel
+        #: set while the reply may move on elsewhere: ``end`` then keeps the decoder's
+        #: held-back bytes (the next tokens complete them)
+        self.hold_end = False
         self._prompt_seen = False
         self.ids: list[int] = []
         self.first_at: float | None = None
         self.last_at: float | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether ``put`` had the prompt (the first call) already."""
+        return self._prompt_seen
 
     def put(self, value: Any) -> None:
         if not self._prompt_seen:
@@ -262,7 +270,7 @@ class _EmitStreamer:
                 self._emit(piece)
 
     def end(self) -> None:
-        if self._cancel.is_set():
+        if self._cancel.is_set() or self.hold_end:
             return
         rest = self._decoder.flush()
         if rest:
@@ -807,7 +815,7 @@ class TransformersSource(Source):
             torch.set_num_threads(self.cpu_threads)
         try:
             if engine is not None:
-                self._generate_batched(engine, inputs, kwargs, streamer, cancel)
+                self._generate_batched(engine, inputs, kwargs, streamer, criteria, cancel)
             else:
                 self._generate_alone(inputs, kwargs, streamer, criteria, cancel)
             reason: FinishReason
@@ -879,10 +887,14 @@ class TransformersSource(Source):
             loaded.gate.leave(ticket)
 
     def _generate_batched(self, engine: _batch.Engine, inputs: Any, kwargs: dict[str, Any],
-                          streamer: Any, cancel: threading.Event) -> None:
-        """The reply as one request of ``engine``'s batch: its tokens go through the same
-        streamer as with ``model.generate`` (on this thread), its stop strings are
-        checked here after each token (as ``generate`` does, over prompt and answer)."""
+                          streamer: Any, criteria: Any, cancel: threading.Event) -> None:
+        """A reply that can be batched. While no other reply wants the model, it runs
+        ``model.generate`` on this thread as a reply on its own does (nothing is paid
+        for batching then); when another comes, it stops at the next token and goes on
+        as one request of ``engine``'s batch from the tokens it has. Its tokens go
+        through the same streamer either way (on this thread); in the batch, its stop
+        strings are checked here after each token (as ``generate`` does, over prompt
+        and answer)."""
         import torch
 
         ids = inputs["input_ids"]
@@ -893,8 +905,17 @@ class TransformersSource(Source):
             from transformers.generation.stopping_criteria import StopStringCriteria
 
             stop = StopStringCriteria(tokenizer=self.tokenizer, stop_strings=kwargs["stop_strings"])
-        row = list(prompt)
-        streamer.put(ids)  # the prompt: skipped, as generate() hands it over first
+        if self._alone_until_joined(engine, inputs, kwargs, streamer, criteria, cancel):
+            return  # ended on its own (or was stopped)
+        row = prompt + list(streamer.ids)
+        if streamer.ids and (len(streamer.ids) >= settings.max_new_tokens
+                             or streamer.ids[-1] in settings.eos_token_ids
+                             or (stop is not None and bool(stop(torch.tensor([row]), None)[0]))):
+            streamer.hold_end = False  # it ended with the token it stopped at
+            streamer.end()
+            return
+        if not streamer.started:
+            streamer.put(ids)  # the prompt: skipped, as generate() hands it over first
 
         def on_tokens(new: list[int]) -> bool:
             if stop is None:
@@ -907,8 +928,39 @@ class TransformersSource(Source):
                     return True  # the stop string is in: the reply ends at this token
             return False
 
-        engine.run(prompt, settings, cancel, on_tokens)
+        streamer.hold_end = False
+        engine.run(prompt, settings, cancel, on_tokens, carried=streamer.ids)
         streamer.end()
+
+    def _alone_until_joined(self, engine: _batch.Engine, inputs: Any, kwargs: dict[str, Any],
+                            streamer: Any, criteria: Any, cancel: threading.Event) -> bool:
+        """Run ``model.generate`` while the model is free and no other reply asks for
+        it (:meth:`~.batching.Gate.try_alone`). True when the reply is over (ended or
+        stopped); False when it should go on in the batch: another reply came (it
+        stopped after its latest token, kept in ``streamer.ids``), or the model was not
+        free to begin with."""
+        import torch
+
+        assert self._loaded is not None
+        gate = self._loaded.gate
+        move = threading.Event()
+        ticket = gate.try_alone(move)
+        if ticket is None:
+            return False
+        try:
+            with engine.paused():
+                criteria.append(_stopping_criterion(move))
+                streamer.hold_end = True
+                with torch.inference_mode():
+                    self.model.generate(**inputs, streamer=streamer, stopping_criteria=criteria,
+                                        **kwargs)
+        finally:
+            gate.leave(ticket)
+        if move.is_set() and not cancel.is_set():
+            return False
+        streamer.hold_end = False
+        streamer.end()
+        return True
 
     def _ends_turn(self, ids: list[int]) -> bool:
         eos = getattr(self.model.generation_config, "eos_token_id", None)
