@@ -13,11 +13,18 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 PY := $(BIN)/python
 PIP := $(PY) -m pip
-# the CPU build of torch lies on this machine's disk (/opt/wheels); a plain
-# `torch` requirement would pull a multi-GB CUDA build
+# torch goes in first, from whatever index pip is configured with. On Linux, PyPI's
+# torch is the CUDA build (several GB with its nvidia-* packages); PyTorch's CPU build
+# (torch==$(TORCH_VERSION)+cpu, about 200 MB) is on https://download.pytorch.org/whl/cpu.
+# For it, install it into the venv before the first `make` (CONTRIBUTING.md shows how):
+# this step then finds it installed.
 TORCH_VERSION ?= 2.13.0
 PORT ?= 8888
 PYTEST_ARGS ?= --durations=15
+# what `make test-fast` leaves out: tests that start a kernel, a browser, a server or the
+# embedded model, build the wheel, need a GPU, or load torch/transformers (tiny models)
+FAST_MARKERS := not kernel and not model and not browser and not notebooks and not server \
+	and not wheel and not gpu and not transformers
 CHROMIUM := /usr/bin/chromium
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -41,12 +48,12 @@ BUNDLE := nbstream/static/widget.js
 JS_SOURCES := $(shell find js/src -type f 2>/dev/null) \
 	$(wildcard js/package.json js/package-lock.json js/build.mjs js/tsconfig.json)
 
-.PHONY: help setup demo test test-js test-py test-wheel lint chromium browser-deps bundle clean distclean
+.PHONY: help setup demo test test-fast test-js test-py test-wheel lint picture chromium browser-deps bundle clean distclean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/:.*## /\t/' | expand -t 14
 
-setup: $(STAMP_DEV) $(BUNDLE) $(LAB_OVERRIDES)  ## venv with nbstream[dev] (editable), CPU torch, embedded model, fresh bundle
+setup: $(STAMP_DEV) $(BUNDLE) $(LAB_OVERRIDES)  ## venv with torch, nbstream[dev] (editable), the embedded model, a fresh bundle
 
 demo: setup  ## JupyterLab on 127.0.0.1:$(PORT) with notebooks/quickstart.ipynb, offline
 	$(OFFLINE) $(BIN)/jupyter lab $(LAB_FLAGS) \
@@ -58,6 +65,15 @@ test: setup chromium browser-deps  ## everything, then the JS unit tests and the
 	$(OFFLINE) $(PY) -m pytest $(PYTEST_ARGS) || status=$$?; \
 	exit $$status
 
+test-fast: setup  ## the inner loop, under a minute: unit and JS tests side by side (no kernel, browser, model, server, exhaustive JS)
+	@status=0; js_log=$$(mktemp); \
+	( cd js && npm run --if-present test -- --reporter=dot --exclude "tests/**/*.exhaustive.test.ts" ) \
+		> "$$js_log" 2>&1 & js=$$!; \
+	$(OFFLINE) $(PY) -m pytest -q tests -m "$(FAST_MARKERS)" || status=$$?; \
+	wait $$js || status=$$?; \
+	echo "--- JS tests (vitest)"; cat "$$js_log"; rm -f "$$js_log"; \
+	exit $$status
+
 test-py: setup chromium browser-deps  ## only the pytest suite (PYTEST_ARGS=... to choose)
 	$(OFFLINE) $(PY) -m pytest $(PYTEST_ARGS)
 
@@ -67,13 +83,24 @@ test-wheel: setup  ## only the packaging tests: build sdist + wheel, install int
 test-js: $(JS_MODULES)  ## only the front end's unit tests (vitest)
 	cd js && npm run --if-present test
 
-lint: setup  ## ruff, mypy, and the front end's typecheck and lint (all run; fails if any fails)
+lint: setup  ## ruff, mypy, the front end's typecheck and lint, the generated protocol types (all run; fails if any fails)
 	@status=0; \
 	$(BIN)/ruff check . || status=$$?; \
 	$(BIN)/mypy || status=$$?; \
+	$(PY) scripts/gen_protocol.py --check || status=$$?; \
 	( cd js && npm run --if-present typecheck ) || status=$$?; \
 	( cd js && npm run --if-present lint ) || status=$$?; \
 	exit $$status
+
+# the README's picture: the browser test that takes it (and checks what it shows), then
+# its screenshot copied to docs/
+PICTURE := test-artifacts/test_readme_picture-widget.png
+
+picture: setup chromium browser-deps  ## retake the README's picture (docs/chat.png) with its browser test
+	rm -f $(PICTURE)
+	$(OFFLINE) $(PY) -m pytest -m browser tests/test_browser_picture.py
+	cp $(PICTURE) docs/chat.png
+	@ls -l docs/chat.png
 
 bundle: $(BUNDLE)  ## build the front end into nbstream/static/
 

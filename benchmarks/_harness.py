@@ -58,6 +58,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nbstream.core.pieces import FINAL_STATUSES
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO = BENCH_DIR.parent
 COUNTED = ("comm_msg", "display_data", "update_display_data")
@@ -70,7 +72,6 @@ FREE_WAYS = frozenset({"nbstream", "html_thread", CONTROL})
 DEFAULT_PANEL_SITE = Path(
     os.environ.get("NBS_BENCH_PANEL_SITE", Path.home() / ".cache" / "nbstream-bench" / "panel-site")
 )
-FINAL_STATUSES = {"done", "stopped", "error", "timeout"}
 RATE_WARNING = "rate exceeded"  # in "IOPub message rate exceeded." / "IOPub data rate exceeded."
 _IDX = re.compile(r"\bw(\d+)")  # " w12", "<p>w12"; not "Row00237"
 
@@ -188,7 +189,7 @@ def _extract_keys(state: dict[str, Any]) -> tuple[int, bool]:
             continue
         if m.group(1) is not None:  # a delta: a string, or [[type, text], ...]
             text = v if isinstance(v, str) else "".join(
-                t for _, t in v) if isinstance(v, list) else ""
+                run[1] for run in v) if isinstance(v, list) else ""
             i = last_index(text)
             idx = i if i >= 0 else idx
         elif isinstance(v, dict) and v.get("role") == "assistant":

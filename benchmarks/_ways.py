@@ -288,7 +288,7 @@ def start(out: str) -> None:
             gaps: list[float] = []
             held: list[float] = []
             for r in replies:
-                flushes = r._stream.flushes
+                flushes = r.stream.timeline()[2]
                 gaps += [(b.sent_at - a.sent_at) * 1000 for a, b in itertools.pairwise(flushes)]
                 held += [(f.sent_at - f.first_piece_at) * 1000 for f in flushes]
             run.extra["flush_gaps_ms"] = _spread(gaps)

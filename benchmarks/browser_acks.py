@@ -36,7 +36,8 @@ MODES = ("sparse", "every-frame")
 
 
 def notebook_cells(
-    n: int, pieces: int, rate: float, mode: str, interval: float | None = None
+    n: int, pieces: int, rate: float, mode: str, interval: float | None = None,
+    ack_gap_ms: float | None = None,
 ) -> list[str]:
     setup = (
         "from nbstream import ChatWidget\n"
@@ -46,6 +47,12 @@ def notebook_cells(
         f"chats = [ChatWidget(ScriptedSource(t, rate=RATE){interval_arg(interval)})\n"
         "         for t in TEXTS]\n"
     )
+    # the views' debugging switches (ViewDebug in nbstream/widgets/protocol.py)
+    debug: dict[str, Any] = {"acks": "every-frame"} if mode == "every-frame" else {}
+    if ack_gap_ms is not None and mode != "every-frame":
+        debug["ack_gap_ms"] = ack_gap_ms
+    if debug:
+        setup += f"for c in chats:\n    c.debug = {debug!r}\n"
     if mode == "every-frame":
         # the previous kernel side, for the previous view: window 4, ack timeout 0.3 s
         # (a benchmark reaching into the channel; no module does this)
@@ -116,14 +123,14 @@ def main(argv: list[str] | None = None) -> int:
                 for mode in order:
                     path = lab.write_notebook(
                         f"acks-{mode}-{rnd}.ipynb",
-                        notebook_cells(args.widgets, args.pieces, args.rate, mode, args.interval),
+                        notebook_cells(args.widgets, args.pieces, args.rate, mode, args.interval,
+                                       args.ack_gap),
                     )
                     loads.append(os.getloadavg()[0])
                     try:
                         r = run_node(lab, "acks_bench", {
                             "notebook": path, "widgets": args.widgets, "acks": mode,
                             "produce_ms": round(args.pieces / args.rate * 1000),
-                            **({} if args.ack_gap is None else {"ack_gap_ms": args.ack_gap}),
                         }, timeout=300)
                     finally:
                         lab.shutdown_kernels()

@@ -82,10 +82,27 @@ def interval_arg(interval: float | None) -> str:
     return "" if interval is None else f", interval={interval}"
 
 
+def debug_line(name: str, debug: dict[str, Any] | None) -> str:
+    """``name.debug = {...}`` (the widget's debugging switches: the previous ways its
+    views can be switched to, ViewDebug in nbstream/widgets/protocol.py), or nothing."""
+    return f"{name}.debug = {debug!r}\n" if debug else ""
+
+
+def mode_debug(mode: str, ack_gap_ms: float | None = None) -> dict[str, Any]:
+    """The ``debug`` switches of a run in ``mode`` ("incremental" as shipped, "full": the
+    whole answer re-rendered each frame), with another least gap between ack rounds."""
+    debug: dict[str, Any] = {"markdown": "full"} if mode == "full" else {}
+    if ack_gap_ms is not None:
+        debug["ack_gap_ms"] = ack_gap_ms
+    return debug
+
+
 def notebook_cells(
-    pieces: int, rate: float, timeline: str, interval: float | None = None
+    pieces: int, rate: float, timeline: str, interval: float | None = None,
+    debug: dict[str, Any] | None = None,
 ) -> list[str]:
-    """Cell 0: the widget; cell 1: write the last reply's timeline (wall clock) to ``timeline``."""
+    """Cell 0: the widget (with ``debug`` switches); cell 1: write the last reply's
+    timeline (wall clock) to ``timeline``."""
     source = inspect.getsource(bench_markdown)
     widget = (
         f"{source}\n"
@@ -93,6 +110,7 @@ def notebook_cells(
         "from nbstream.sources import ScriptedSource\n"
         f"TEXT = bench_markdown({pieces})\n"
         f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}){interval_arg(interval)})\n"
+        f"{debug_line('chat', debug)}"
         "chat"
     )
     dump = (
@@ -158,18 +176,13 @@ def run_mode(
 ) -> dict[str, Any]:
     name = f"bench-{mode}-{rep}.ipynb"
     timeline = f"bench-{mode}-{rep}.timeline.json"
-    path = lab.write_notebook(name, notebook_cells(pieces, rate, timeline, interval))
+    path = lab.write_notebook(
+        name, notebook_cells(pieces, rate, timeline, interval, mode_debug(mode, ack_gap_ms)))
     try:
         return run_node(
             lab,
             "markdown_bench",
-            {
-                "notebook": path,
-                "timeline": timeline,
-                "mode": mode,
-                "timeout_ms": 300_000,
-                **({} if ack_gap_ms is None else {"ack_gap_ms": ack_gap_ms}),
-            },
+            {"notebook": path, "timeline": timeline, "mode": mode, "timeout_ms": 300_000},
             timeout=420,
         )
     finally:

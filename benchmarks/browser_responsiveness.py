@@ -18,8 +18,9 @@ stream, the same probe is timed on the idle page. For each run it records
 * the main thread's busy share during the stream, by the same classes.
 
 Variants (``--variants``) are the widget as shipped (``shipped``) and the ways
-it can be switched to for comparison in the same run, through
-``window.__nbstreamOptions`` (``index.ts``): ``full`` re-renders the whole
+it can be switched to for comparison in the same run, through the widget's
+``debug`` trait (``ViewDebug`` in nbstream/widgets/protocol.py, set in the
+notebook's cell): ``full`` re-renders the whole
 answer each frame, ``every-frame-acks`` acks every frame, ``sized-at-once``
 lets a block skip layout in the frame it was first laid out (the previous
 way: a second style and layout pass in nearly every frame, see js/src/sized.ts);
@@ -54,25 +55,26 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from browser_markdown import bench_markdown, run_node  # noqa: E402
+from browser_markdown import bench_markdown, debug_line, run_node  # noqa: E402
 
-#: variant -> window.__nbstreamOptions (index.ts reads them when a view renders),
+#: variant -> the widget's debug switches (its views read them when they render),
 #: and an extra style sheet for experiments
 VARIANTS: dict[str, dict[str, Any]] = {
-    "shipped": {"options": {}},
-    "full": {"options": {"markdown": "full"}},
-    "every-frame-acks": {"options": {"acks": "every-frame"}},
-    "sized-at-once": {"options": {"sized": "at-once"}},
+    "shipped": {"debug": {}},
+    "full": {"debug": {"markdown": "full"}},
+    "every-frame-acks": {"debug": {"acks": "every-frame"}},
+    "sized-at-once": {"debug": {"sized": "at-once"}},
     # experiment: the message list as a relayout boundary (a fixed height and
     # `contain: strict`), so that a streaming frame lays out the list, not the page
-    "fixed-list": {"options": {}, "css": ".nbs-messages { height: 420px; contain: strict; }"},
+    "fixed-list": {"debug": {}, "css": ".nbs-messages { height: 420px; contain: strict; }"},
 }
 
 FRONTENDS = ("lab", "notebook7")
 
 
-def notebook_cells(pieces: int, rate: float) -> list[str]:
-    """Cell 0: the widget; cell 1: the probe; cell 2: a place for Shift+Enter to land."""
+def notebook_cells(pieces: int, rate: float, debug: dict[str, Any] | None = None) -> list[str]:
+    """Cell 0: the widget (with ``debug`` switches); cell 1: the probe; cell 2: a place
+    for Shift+Enter to land."""
     import inspect
 
     widget = (
@@ -81,6 +83,7 @@ def notebook_cells(pieces: int, rate: float) -> list[str]:
         "from nbstream.sources import ScriptedSource\n"
         f"TEXT = bench_markdown({pieces})\n"
         f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}))\n"
+        f"{debug_line('chat', debug)}"
         "chat"
     )
     return [widget, 'print("probe-ok")', "pass"]
@@ -90,7 +93,8 @@ def run_once(lab: Any, frontend: str, variant: str, pieces: int, rate: float, ta
              trace: bool = True, idle_probes: int = 12, timeout: float = 420,
              trace_dir: Path | None = None) -> dict[str, Any]:
     """One run of tests/browser/responsiveness.mjs against ``lab``; its JSON result."""
-    path = lab.write_notebook(f"resp-{tag}.ipynb", notebook_cells(pieces, rate))
+    path = lab.write_notebook(f"resp-{tag}.ipynb",
+                              notebook_cells(pieces, rate, VARIANTS[variant]["debug"]))
     try:
         r = run_node(
             lab,
@@ -98,7 +102,6 @@ def run_once(lab: Any, frontend: str, variant: str, pieces: int, rate: float, ta
             {
                 "notebook": path,
                 "frontend": frontend,
-                "options": VARIANTS[variant]["options"],
                 "css": VARIANTS[variant].get("css", ""),
                 "trace": trace,
                 "idle_probes": idle_probes,

@@ -47,6 +47,22 @@ from nbstream.sources import ScriptedSource
 REPLY = ''.join(f'w{{i}} ' for i in range(100000))[:{chars}]
 chat = ChatWidget(ScriptedSource(REPLY, rate={rate}))
 """
+# --tools (#20): each turn is a tool call, its result, and the reply: the parts of the
+# tool loop travel under the message's own keys too, so a turn still costs what turn 1 did
+SETUP_TOOLS = """
+from nbstream import ChatWidget, tool
+from nbstream.sources import ScriptedSource, call
+REPLY = ''.join(f'w{{i}} ' for i in range(100000))[:{chars}]
+def lookup(q: str) -> str:
+    '''Look something up.
+
+    Args:
+        q: what to look up
+    '''
+    return 'the answer to ' + q + ': ' + 'x' * 200
+chat = ChatWidget(ScriptedSource(rounds=[[call('lookup', q='the weather')], REPLY], rate={rate}),
+                  tools=[tool(lookup, approve=True)])
+"""
 # the reply ends in r.wait(); the pump sends the final state in the same step, so a
 # short sleep in the cell lets the last message of the turn leave before "idle"
 TURN = "r = chat.send('question {k}'); r.wait(); import time; time.sleep(0.05)"
@@ -70,13 +86,14 @@ def _turn_bytes(kc: BlockingKernelClient, comm_id: str, k: int) -> tuple[int, in
 
 
 def measure(pythonpath: str, turns: int, chars: int, rate: float,
-            progress: Any = None) -> dict[str, Any]:
-    """Turn bytes of ``turns`` turns in a fresh kernel importing nbstream from ``pythonpath``."""
+            progress: Any = None, tools: bool = False) -> dict[str, Any]:
+    """Turn bytes of ``turns`` turns in a fresh kernel importing nbstream from ``pythonpath``
+    (``tools``: each turn calls a tool first, see SETUP_TOOLS)."""
     env = {**os.environ, "PYTHONPATH": pythonpath, "HF_HUB_OFFLINE": "1"}
     km: KernelManager
     km, kc = start_new_kernel(kernel_name="python3", env=env)
     try:
-        shell(kc, SETUP.format(chars=chars, rate=rate))
+        shell(kc, (SETUP_TOOLS if tools else SETUP).format(chars=chars, rate=rate))
         comm_id = value(kc, "chat.model_id")
         origin = value(kc, "__import__('nbstream').__file__")
         text_len = value(kc, "len(REPLY)")
@@ -151,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before-ref", default=BEFORE_REF,
                     help="git ref of the previous way ('' to skip it)")
     ap.add_argument("--json", type=Path, help="write every turn's figures here")
+    ap.add_argument("--tools", action="store_true",
+                    help="each turn calls a tool first (this tree only: --before-ref '')")
     args = ap.parse_args(argv)
     at = [int(x) for x in args.at.split(",") if x]
 
@@ -164,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
             before = measure(str(before_tree(args.before_ref, Path(tmp))), args.turns,
                              args.chars, args.rate, progress)
     progress(f"after (this tree): {args.turns} turns")
-    after = measure(str(ROOT), args.turns, args.chars, args.rate, progress)
+    after = measure(str(ROOT), args.turns, args.chars, args.rate, progress, tools=args.tools)
     print(f"Turn bytes: a chat of {args.turns} turns, each a {after['text_chars']:,}-char "
           f"reply (ScriptedSource, {args.rate:g} words/s), bytes of the widget's comm "
           "messages on IOPub per turn\n")

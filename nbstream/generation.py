@@ -1,4 +1,5 @@
-"""Generation options per reply: sampling temperature, token limit, top-p, stop strings.
+"""Generation options per reply: sampling temperature, token limit, top-p, stop strings,
+and whether the model may, must or must not call tools (``tool_choice``).
 
 A widget holds one set of :class:`GenerationOptions` (``chat.generation``);
 each new reply takes a copy when it is asked, hands it to its source
@@ -17,11 +18,31 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Callable, Collection, Mapping
-from typing import Any, TypedDict, cast
+from typing import Any, Literal, TypedDict, cast
 
 from .checks import short
 
-__all__ = ["GENERATION_OPTIONS", "GenerationOptions", "check_generation"]
+__all__ = ["GENERATION_OPTIONS", "GenerationOptions", "NamedToolChoice", "ToolChoice",
+           "check_generation", "check_tool_choice", "tool_choice_name"]
+
+
+class _NamedFunction(TypedDict):
+    name: str
+
+
+class NamedToolChoice(TypedDict):
+    """``tool_choice`` that makes the model call one tool: OpenAI's
+    ``{"type": "function", "function": {"name": "get_weather"}}``."""
+
+    type: Literal["function"]
+    function: _NamedFunction
+
+
+#: Whether the model may call tools in a reply: ``"auto"`` (it decides),
+#: ``"none"`` (it must answer in text), ``"required"`` (it must call at least
+#: one), or a :class:`NamedToolChoice` (it must call that tool).
+ToolChoice = Literal["auto", "none", "required"] | NamedToolChoice
+_TOOL_CHOICE_WORDS = ("auto", "none", "required")
 
 
 class GenerationOptions(TypedDict, total=False):
@@ -31,12 +52,16 @@ class GenerationOptions(TypedDict, total=False):
     ``top_p``: nucleus sampling, in (0, 1]. ``max_new_tokens`` (also spelled
     ``max_tokens``, as in OpenAI's API): the most tokens the reply may have.
     ``stop``: strings that end the reply where they appear.
+    ``tool_choice``: ``"auto"``, ``"none"``, ``"required"`` or
+    ``{"type": "function", "function": {"name": ...}}`` (see :data:`ToolChoice`;
+    the Responses API's ``{"type": "function", "name": ...}`` is read as the same).
     """
 
     temperature: float
     top_p: float
     max_new_tokens: int
     stop: list[str]
+    tool_choice: ToolChoice
 
 
 #: the accepted names (``max_tokens`` is read as ``max_new_tokens``)
@@ -81,11 +106,57 @@ def _stop(where: str, value: object) -> list[str]:
     return list(items)
 
 
+def _tool_choice(where: str, value: object) -> ToolChoice:
+    return check_tool_choice(value, where)
+
+
+_FORCE_HINT = "{'type': 'function', 'function': {'name': 'get_weather'}}"
+
+
+def check_tool_choice(value: object, where: str = "tool_choice") -> ToolChoice:
+    """``value`` as a :data:`ToolChoice`: one of the words, or a named function
+    normalized to ``{"type": "function", "function": {"name": ...}}``.
+
+    Raises :class:`ValueError` for an unknown word (suggesting the closest) and
+    :class:`TypeError` for anything else, each message starting with ``where``.
+    """
+    if isinstance(value, str):
+        if value in _TOOL_CHOICE_WORDS:
+            return cast(ToolChoice, value)
+        close = difflib.get_close_matches(value, _TOOL_CHOICE_WORDS, n=1)
+        hint = (f"; did you mean {close[0]!r}?" if close else
+                f"; to make the model call one tool, give {_FORCE_HINT} with its name")
+        raise ValueError(f"{where}: 'tool_choice' must be 'auto', 'none', 'required' or a "
+                         f"named function, got {value!r}{hint}")
+    if isinstance(value, Mapping):
+        name: object = None
+        if value.get("type", "function") == "function":
+            function = value.get("function")
+            if isinstance(function, Mapping):
+                name = function.get("name")
+            elif function is None:
+                name = value.get("name")  # the Responses API's flat shape
+        if isinstance(name, str) and name:
+            return {"type": "function", "function": {"name": name}}
+        raise TypeError(f"{where}: a named 'tool_choice' must look like {_FORCE_HINT}, got "
+                        f"{short(value)}")
+    raise TypeError(f"{where}: 'tool_choice' must be 'auto', 'none', 'required' or "
+                    f"{_FORCE_HINT}, got {type(value).__name__} {short(value)}")
+
+
+def tool_choice_name(choice: ToolChoice | None) -> str | None:
+    """The tool a :data:`ToolChoice` names, or None for the words (and None)."""
+    if isinstance(choice, dict):
+        return choice["function"]["name"]
+    return None
+
+
 _CHECKS: dict[str, Callable[[str, object], Any]] = {
     "temperature": _temperature,
     "top_p": _top_p,
     "max_new_tokens": _max_new_tokens,
     "stop": _stop,
+    "tool_choice": _tool_choice,
 }
 assert set(_CHECKS) == set(GENERATION_OPTIONS)
 

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar
 
-from .core.pump import DEFAULT_INTERVAL
+from .core.defaults import DEFAULT_INTERVAL, DEFAULT_MAX_PENDING
 from .core.stream import Limits
 
 if sys.version_info >= (3, 11):
@@ -35,12 +35,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     from typing_extensions import Unpack
 
-__all__ = ["OPTIONS", "Option", "Options", "StreamOptions", "Unpack", "parse_options",
-           "with_options"]
-
-#: default bound of the unsent buffer, characters
-DEFAULT_MAX_PENDING = 1 << 20
-
+__all__ = ["DEFAULT_INTERVAL", "DEFAULT_MAX_PENDING", "OPTIONS", "Option", "Options",
+           "StreamOptions", "Unpack", "parse_options", "with_options"]
 
 class StreamOptions(TypedDict, total=False):
     """The keyword options of every nbstream widget (see :data:`OPTIONS`)."""

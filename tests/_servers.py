@@ -19,10 +19,23 @@
   ``fake-error-event-text``     an ``event: error`` with a plain-text message, likewise
   ``fake-reasoning``            ``reasoning_content`` deltas, then the content
   ``fake-die``                  SIGKILLs its own process after ``x_die_after`` pieces
+  ``fake-garbage``              after ``x_stall_after`` pieces, lines that are no SSE
+                                field (an HTML page), then the body ends
+  ``fake-huge-line``            after ``x_stall_after`` pieces, a 10 MB line with no end,
+                                then nothing (it waits for the client to go)
+  ``fake-bad-utf8``             after ``x_stall_after`` pieces, a chunk with bytes that
+                                are not UTF-8
+  ``fake-wrong-shape``          after ``x_stall_after`` pieces, a chunk whose ``choices``
+                                is an object, not a list
+  ``fake-500-midstream``        after ``x_stall_after`` pieces, vLLM's mid-stream error
+                                chunk (``code: 500``), then the body ends
   ``transcript``                replays ``tests/data/transcripts/<x_transcript>.sse``
                                 byte for byte, in pieces of ``x_chunk`` bytes (default:
                                 one event per write); see :func:`load_transcript`
   ============================  =================================================
+
+  ``POST /v1/responses`` (the Responses API) takes ``transcript`` likewise, and
+  streams ``x_pieces`` as ``response.output_text.delta`` events for any other name.
 
   ``x_delay`` sets the seconds between pieces. ``GET /_log`` returns every
   request the server saw (model, Authorization header, body) and whether and
@@ -141,6 +154,37 @@ class ServerProcess:
         if self.process.stdout is not None:
             self.process.stdout.close()
 
+    def cpu_seconds(self) -> float:
+        """CPU time used so far by the server and its children (psutil), in seconds."""
+        import psutil
+
+        proc = psutil.Process(self.process.pid)
+        total = 0.0
+        for p in [proc, *proc.children(recursive=True)]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                t = p.cpu_times()
+                total += t.user + t.system
+        return total
+
+    def wait_idle(self, timeout: float, window: float = 0.3, busy: float = 0.1) -> float:
+        """Block until the server used less than ``busy`` of a core over ``window``
+        seconds (it stopped generating); return when that window began
+        (``time.monotonic()``). Raises TimeoutError after ``timeout`` seconds.
+
+        Idleness can only be seen over a span of time: each check samples the
+        server's CPU time ``window`` seconds apart.
+        """
+        deadline = time.monotonic() + timeout
+        before, at = self.cpu_seconds(), time.monotonic()
+        while time.monotonic() < deadline:
+            time.sleep(window)  # the sampling window, not a wait for an event
+            now_cpu, now = self.cpu_seconds(), time.monotonic()
+            if now_cpu - before < busy * (now - at):
+                return at
+            before, at = now_cpu, now
+        raise TimeoutError(f"the server still used the CPU after {timeout} s:\n"
+                           f"{self.log_tail()}")
+
     def log_tail(self, chars: int = 3000) -> str:
         if self.log_path is None or not self.log_path.exists():
             return ""
@@ -238,15 +282,16 @@ def llama_cpp_available() -> bool:
 
 def start_llama_cpp_server(gguf: Path, log_path: Path, *, n_ctx: int = 2048,
                            interrupt_requests: bool = True, threads: int = 1,
-                           timeout: float = 120.0) -> ServerProcess:
+                           timeout: float = 120.0, port: int | None = None) -> ServerProcess:
     """llama-cpp-python's server (``python -m llama_cpp.server``) on a GGUF file, on
     127.0.0.1, in its own process group; returns once ``/v1/models`` answers.
 
     ``interrupt_requests`` is its own option: True (its default) makes a second
-    request cut the stream that is running.
+    request cut the stream that is running. ``port``: a free one when None (a
+    server started again after a crash takes its predecessor's).
     """
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf),
-           "--host", "127.0.0.1", "--port", str(free_port()), "--n_ctx", str(n_ctx),
+           "--host", "127.0.0.1", "--port", str(port or free_port()), "--n_ctx", str(n_ctx),
            "--n_threads", str(threads), "--n_threads_batch", str(threads),
            "--interrupt_requests", str(interrupt_requests), "--seed", "1"]
     return _start_server("llama_cpp.server", cmd, {**os.environ, **OFFLINE_ENV}, log_path,
@@ -379,11 +424,14 @@ class FakeHandler(BaseHTTPRequestHandler):
             "stalled": False,  # set when a fake-stall model starts sending nothing
         }
         _LOG.add(record)
-        if self.path != "/v1/chat/completions":
+        if self.path not in ("/v1/chat/completions", "/v1/responses"):
             self._send_json(404, {"error": {"message": f"no route {self.path}"}})
             return
         try:
-            self._serve(body, record)
+            if self.path == "/v1/responses":
+                self._serve_responses(body)
+            else:
+                self._serve(body, record)
             record["finished"] = True
         except _Disconnected:
             record["disconnected"] = True
@@ -442,6 +490,28 @@ class FakeHandler(BaseHTTPRequestHandler):
                                            "code": 503}})
                 elif mode == "fake-error-event-text":
                     self._write(b"event: error\ndata: backend overloaded, try again\n\n")
+                elif mode == "fake-garbage":
+                    self._write(b"<html><body>\n<h1>Oops</h1>\n</body></html>\n\n")
+                    self._end_stream()
+                    return
+                elif mode == "fake-huge-line":
+                    record["stalled"] = True
+                    line = b"x" * (1 << 20)
+                    for _ in range(10):  # 10 MB, never a newline
+                        self._write(line)
+                    if self._wait_for_disconnect():
+                        raise _Disconnected()
+                    return
+                elif mode == "fake-bad-utf8":
+                    self._write(b'data: {"choices": [{"delta": {"content": "caf\xe9 \xff"}}]}\n\n')
+                elif mode == "fake-wrong-shape":
+                    self._event({"choices": {"delta": {"content": "x"}}})
+                elif mode == "fake-500-midstream":  # what vLLM sends when generation fails
+                    self._event({"error": {"object": "error", "message": "EngineCore "
+                                           "encountered an issue", "type":
+                                           "InternalServerError", "param": None, "code": 500}})
+                    self._end_stream()
+                    return
             if delay and i:
                 time.sleep(delay)  # the scenario: a server that streams slowly
             self._event(_chunk(piece))
@@ -453,6 +523,38 @@ class FakeHandler(BaseHTTPRequestHandler):
             self._event("[DONE]")
         self._end_stream()
 
+
+    def _serve_responses(self, body: dict[str, Any]) -> None:
+        if body.get("model") == "transcript":
+            self._replay(body)
+            return
+        pieces = [str(p) for p in body.get("x_pieces", DEFAULT_PIECES)]
+        self._start_stream()
+        seq = iter(range(1_000_000))
+
+        def event(kind: str, **fields: Any) -> None:
+            payload = {"type": kind, "sequence_number": next(seq), **fields}
+            self._write(f"event: {kind}\ndata: {json.dumps(payload)}\n\n".encode())
+
+        response = {"id": "resp_fake", "object": "response", "status": "in_progress",
+                    "model": body.get("model"), "output": []}
+        event("response.created", response=response)
+        event("response.output_item.added", output_index=0, item={
+            "id": "msg_fake", "type": "message", "status": "in_progress",
+            "role": "assistant", "content": []})
+        delay = float(body.get("x_delay", 0.0))
+        for i, piece in enumerate(pieces):
+            if delay and i:
+                time.sleep(delay)  # the scenario: a server that streams slowly
+            event("response.output_text.delta", item_id="msg_fake", output_index=0,
+                  content_index=0, delta=piece)
+        usage = {"input_tokens": 5, "output_tokens": len(pieces),
+                 "total_tokens": 5 + len(pieces),
+                 "input_tokens_details": {"cached_tokens": 0},
+                 "output_tokens_details": {"reasoning_tokens": 0}}
+        event("response.completed", response={**response, "status": "completed",
+                                              "usage": usage})
+        self._end_stream()
 
     def _replay(self, body: dict[str, Any]) -> None:
         transcript = load_transcript(str(body["x_transcript"]))
@@ -473,9 +575,15 @@ class FakeHandler(BaseHTTPRequestHandler):
         self._end_stream()
 
 
+class _Server(ThreadingHTTPServer):
+    #: connections waiting to be accepted (socketserver's default, 5, resets the rest: 32
+    #: requests at once, as a real server takes them, need more)
+    request_queue_size = 256
+
+
 def main(argv: list[str]) -> None:
     port = int(argv[argv.index("--port") + 1]) if "--port" in argv else 0
-    server = ThreadingHTTPServer(("127.0.0.1", port), FakeHandler)
+    server = _Server(("127.0.0.1", port), FakeHandler)
     server.daemon_threads = True
     print(f"PORT {server.server_address[1]}", flush=True)
     server.serve_forever(poll_interval=0.1)

@@ -16,8 +16,8 @@ def body_parts(body: Any) -> tuple[str, str]:
     """(answer, reasoning) of a delta key's value."""
     if isinstance(body, str):
         return body, ""
-    answer = "".join(t for k, t in body if k == "answer")
-    reasoning = "".join(t for k, t in body if k == "reasoning")
+    answer = "".join(run[1] for run in body if run[0] == "answer")
+    reasoning = "".join(run[1] for run in body if run[0] == "reasoning")
     return answer, reasoning
 
 
@@ -117,3 +117,20 @@ def view_text(wire: Wire, mid: str) -> str:
         if e["id"] == mid:
             return str(e["text"])
     return ""
+
+
+def send_from_view(widget: StreamingWidget, content: Any) -> None:
+    """Send ``content`` as a view does (``model.send(content)`` in the browser): a
+    ``comm_msg`` whose data is ipywidgets' ``custom`` method, handed to the widget's
+    comm, so that the dispatch a kernel runs (the comm's callback, ipywidgets'
+    ``_handle_msg`` and ``_handle_custom_msg``, the widget's ``on_msg`` handlers)
+    runs here too. Returns once the handlers returned."""
+    comm = widget.comm
+    assert comm is not None, "the widget is closed"
+    comm.handle_msg({
+        "header": {"msg_type": "comm_msg"},
+        "parent_header": {},
+        "metadata": {},
+        "content": {"comm_id": comm.comm_id, "data": {"method": "custom", "content": content}},
+        "buffers": [],
+    })

@@ -148,7 +148,8 @@ def test_iterator_source_checks_its_function_at_construction() -> None:
     with pytest.raises(TypeError, match=r"IteratorSource\(fn\): fn must take one argument"):
         IteratorSource(lambda: ["a"])  # type: ignore[arg-type,misc]
     with pytest.raises(TypeError, match=r"fn must take one argument"):
-        IteratorSource(lambda a, b: ["a"])  # type: ignore[arg-type,misc]
+        IteratorSource(lambda a, b, c: ["a"])
+    IteratorSource(lambda messages, tools: ["a"])  # two: (messages, tools) since #20
     IteratorSource(lambda messages, *, temperature=0: ["a"])  # one argument: fine
     IteratorSource(print)  # no inspectable signature problem: fine
 

@@ -11,7 +11,7 @@ which can only come while it runs if both run at once.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import pytest
@@ -19,7 +19,8 @@ from _model_fixtures import tiny_model, tiny_tokenizer
 from _wait import wait_until
 
 from nbstream.core import lanes
-from nbstream.sources.base import ChatMessage
+from nbstream.core.pieces import ToolCallDelta
+from nbstream.sources.base import ChatMessage, ToolSchema
 from nbstream.sources.transformers import TransformersSource, batching, devices
 from nbstream.sources.transformers.batching import BatchError
 
@@ -106,8 +107,10 @@ class Run:
 
     def __init__(self, src: TransformersSource, messages: list[ChatMessage],
                  on_piece: Callable[[Run, str], None] | None = None,
-                 options: dict[str, Any] | None = None) -> None:
+                 options: dict[str, Any] | None = None,
+                 tools: Sequence[ToolSchema] = ()) -> None:
         self.source = src
+        self.tools = tools
         self.pieces: list[str] = []
         self.cancel = threading.Event()
         self.outcome: Any = None
@@ -134,7 +137,8 @@ class Run:
         self.asked.set()
         try:
             self.outcome = self.source.generate_with(messages, self._emit, self.cancel,
-                                                     options)  # type: ignore[arg-type]
+                                                     options,  # type: ignore[arg-type]
+                                                     self.tools)
         except BaseException as exc:
             self.error = exc
         finally:
@@ -331,6 +335,115 @@ def test_settings_per_reply() -> None:
     assert "repetition_penalty" in (batching.refusal(penalized, {"max_new_tokens": 9}) or "")
 
 
+# -- tools and other inputs --------------------------------------------------------------
+
+
+#: what the tool model below writes at every step, one added token: a whole Hermes call
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>'
+
+
+def tool_model() -> tuple[Any, Any]:
+    """A random Llama that writes :data:`CALL` at every step (its output layer gives
+    that token alone a score), with a Hermes chat template that takes tools: random
+    weights write no calls, and a logits processor would keep a reply out of the batch."""
+    import copy
+
+    from test_transformers_tools import HERMES, model, tokenizer
+
+    m = copy.deepcopy(model())
+    tok = tokenizer(HERMES, added=(CALL,))
+    call = tok.convert_tokens_to_ids(CALL)
+    head = torch.nn.Linear(m.lm_head.in_features, m.lm_head.out_features, bias=True)
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.fill_(-10.0)
+        head.bias[call] = 10.0
+    m.lm_head = head
+    return m, tok
+
+
+def test_tools_and_tool_choice_per_reply_in_one_batch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Tools shape a reply's prompt (the template, a forced call's prefill) and the reading
+    of its text, not the decoding: a batch takes replies with and without tools, each
+    with its own tool_choice, and each reads as the same request alone."""
+    from test_transformers_tools import TIME, WEATHER, answer, calls_of
+
+    prompts: list[list[int]] = []  # what each reply handed the engine
+    real_run = batching.Engine.run
+
+    def run(self: batching.Engine, prompt: Sequence[int], *args: Any, **kwargs: Any) -> bool:
+        prompts.append(list(prompt))
+        return real_run(self, prompt, *args, **kwargs)
+
+    monkeypatch.setattr(batching.Engine, "run", run)
+    m, tok = tool_model()
+    watch = OneAtATime(m)
+    tools = [WEATHER, TIME]
+    cases: list[tuple[dict[str, Any], Sequence[ToolSchema]]] = [
+        ({}, tools),  # auto: the model's calls are read
+        ({"tool_choice": "none"}, tools),  # no tools in the prompt, the text is text
+        ({"tool_choice": {"type": "function", "function": {"name": "get_time"}}}, tools),
+        ({}, ()),  # no tools at all
+    ]
+
+    def src(concurrency: int) -> TransformersSource:
+        s = TransformersSource(m, tok, max_new_tokens=2, concurrency=concurrency)
+        s.prepare()
+        return s
+
+    holder = src(4)
+    try:
+        runs = together(*(Run(src(4), ASK_WEATHER, options=o, tools=t) for o, t in cases))
+        for r in runs:
+            r.join()
+            assert r.error is None, r.error
+        engine = engine_of(holder)
+        assert engine.starts == 1  # all four went through one batch
+        refs = [Run(src(1), ASK_WEATHER, options=o, tools=t).start().join() for o, t in cases]
+    finally:
+        if holder._loaded is not None and holder._loaded.engine is not None:
+            holder._loaded.engine.close()
+    assert watch.overlaps == []
+
+    def shape(r: Run) -> tuple[Any, ...]:
+        calls = [(c["name"], c["arguments"]) for c in calls_of(r.pieces)]
+        return (r.ids, answer(r.pieces), calls, r.outcome.finish_reason)
+
+    for r, ref in zip(runs, refs, strict=True):
+        assert shape(r) == shape(ref)
+    auto, none, named, plain = runs
+    # the engine got each reply's own prompt: tools in the template or not, the prefill
+    texts = [tok.decode(p) for p in prompts[:4]]
+    assert len(texts) == 4 and sum("Weather of a city" in t for t in texts) == 2
+    assert sum(t.endswith('<tool_call>\n{"name": "get_time", "arguments": ') for t in texts) == 1
+    oslo = [("get_weather", '{"city": "Oslo"}')] * 2
+    assert [(c["name"], c["arguments"]) for c in calls_of(auto.pieces)] == oslo
+    assert auto.outcome.finish_reason == "tool_calls" and answer(auto.pieces) == ""
+    assert answer(none.pieces) == CALL * 2 and calls_of(none.pieces) == []
+    first = named.pieces[0]
+    assert isinstance(first, ToolCallDelta) and first.name == "get_time"  # its prefill
+    assert answer(plain.pieces) == CALL * 2 and calls_of(plain.pieces) == []
+
+
+ASK_WEATHER: list[ChatMessage] = [{"role": "user", "content": "What is the weather in Oslo?"}]
+
+
+def test_a_reply_with_other_model_inputs_takes_turns(model: Any) -> None:
+    """The engine takes token ids only: a reply whose inputs carry more (a vision model's
+    pixel_values...) runs generate() on its own; all-zero token_type_ids change nothing."""
+    ids = torch.tensor([[1, 2, 3]])
+    assert batching.inputs_refusal({"input_ids": ids, "attention_mask": ids * 0 + 1}) is None
+    assert batching.inputs_refusal({"input_ids": ids, "token_type_ids": ids * 0}) is None
+    why = batching.inputs_refusal({"input_ids": ids, "pixel_values": torch.zeros(1, 3, 4, 4),
+                                   "image_sizes": ids})
+    assert why is not None and "image_sizes, pixel_values" in why and "takes turns" in why
+    s = source(model)
+    kwargs = s._generate_kwargs({})
+    assert s._engine(kwargs, {"input_ids": ids, "attention_mask": ids}) is not None
+    assert s._engine(kwargs, {"input_ids": ids, "pixel_values": torch.zeros(1, 3, 4, 4)}) \
+        is None
+
+
 # -- the lane fallback ----------------------------------------------------------------
 
 
@@ -503,7 +616,9 @@ def test_engine_failure_fails_its_replies_then_recovers(model: Any) -> None:
 
     model.forward = forward
     runs = together(*(Run(source(model, max_new_tokens=400), ask(i)) for i in range(2)))
-    engine = engine_of(runs[0].source)
+    holder = runs[0].source._loaded
+    assert holder is not None
+    engine = wait_until(lambda: holder.engine, 60)  # made by the first reply that asks
     # both in the batch, and a step went through for them
     wait_until(lambda: engine.running().get("greedy") == 2 and all(
         len(r.pieces) > 3 for r in runs), 60)
@@ -640,14 +755,22 @@ def test_good_options_are_kept() -> None:
 
 
 class Gated(TransformersSource):
-    """A TransformersSource whose first reply, after its first piece, waits (60 s at
-    most) until a second reply has asked; the second, at its own first piece, notes
-    what the first one's message showed then (its status and text) and whether the
-    first had ended. Taking turns, the second would start only after the first ended."""
+    """A TransformersSource whose replies note what the other one showed.
 
-    asked = threading.Event()
+    The reply whose first piece comes first waits there (60 s at most) until a
+    second reply has asked; the second, at its own first piece, notes what the
+    first one's message showed then (its status and text) and whether the first
+    had ended. Taking turns, the second would start only after the first ended.
+
+    The replies' messages are found by their cancel events (each reply's stream
+    hands its own to the source): the test puts the widget's replies in
+    :attr:`replies` once it has them."""
+
+    asked = threading.Event()  # two replies have asked
     first_ended = threading.Event()
-    streams: ClassVar[list[Any]] = []  # the replies' streams, in the order they asked
+    cancels: ClassVar[list[threading.Event]] = []  # the replies' cancel events, as they asked
+    first: ClassVar[list[threading.Event]] = []  # the cancel event of the first to stream
+    replies: ClassVar[list[Any]] = []  # the widget's Reply objects (the test adds them)
     seen: ClassVar[list[tuple[str, str, bool]]] = []
     lock = threading.Lock()
 
@@ -655,15 +778,24 @@ class Gated(TransformersSource):
     def reset(cls) -> None:
         cls.asked = threading.Event()
         cls.first_ended = threading.Event()
-        cls.streams.clear()
+        cls.cancels.clear()
+        cls.first.clear()
+        cls.replies.clear()
         cls.seen.clear()
+
+    @classmethod
+    def first_reply(cls) -> Any:
+        """The reply that streamed first (waits until the test has handed it over)."""
+        def found() -> Any:
+            return next((r for r in cls.replies if r.stream.cancel_event is cls.first[0]), None)
+
+        return wait_until(found, 60, "the test hands over the replies")
 
     def generate_with(self, messages: Any, emit: Any, cancel: Any, options: Any,
                       tools: Any = ()) -> Any:
         with Gated.lock:
-            index = len(Gated.streams)
-            Gated.streams.append(emit.__self__)  # the widget hands its Stream's put
-            if index == 1:
+            Gated.cancels.append(cancel)
+            if len(Gated.cancels) == 2:
                 Gated.asked.set()
         count = [0]
 
@@ -672,16 +804,20 @@ class Gated(TransformersSource):
             count[0] += 1
             if count[0] != 1:
                 return
-            if index == 0:
+            with Gated.lock:
+                leading = not Gated.first
+                if leading:
+                    Gated.first.append(cancel)
+            if leading:
                 Gated.asked.wait(60)
             else:
-                first = Gated.streams[0]
+                first = Gated.first_reply()
                 Gated.seen.append((first.status, first.text, Gated.first_ended.is_set()))
 
         try:
             return super().generate_with(messages, gated, cancel, options, tools)
         finally:
-            if index == 0:
+            if Gated.first and Gated.first[0] is cancel:
                 Gated.first_ended.set()
 
 
@@ -695,8 +831,10 @@ def test_two_chats_on_one_model_stream_at_the_same_time(model: Any) -> None:
     a, b = ChatWidget(a_src), ChatWidget(b_src)
     try:
         ra = a.send("Hello from the first chat")
-        wait_until(lambda: len(Gated.streams) == 1, 60)
+        Gated.replies.append(ra)
+        wait_until(lambda: Gated.first, 60)
         rb = b.send("Hello from the second chat")
+        Gated.replies.append(rb)
         ra.wait(120)
         rb.wait(120)
         # when the second chat's first piece came, the first was running, its text shown
@@ -722,6 +860,7 @@ def test_compare_over_one_model_streams_its_panes_side_by_side(model: Any) -> No
     cmp = Compare([greedy, sampled])
     try:
         replies = cmp.send("Hello, both of you")
+        Gated.replies.extend(replies)
         cmp.wait(120)
         assert len(Gated.seen) == 1
         status, text, ended = Gated.seen[0]

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from _wait import wait_until
-from _wire import Wire
+from _wire import Wire, send_from_view
 
 from nbstream import ChatWidget
 from nbstream.conversation.branches import Branches
@@ -180,12 +180,12 @@ def test_the_view_gets_parents_and_the_branch_shown_and_can_switch_and_edit() ->
     chat = ChatWidget(source)
     wire = Wire(chat)
     chat.send("q").wait(5)
-    chat._on_view_msg(chat, {"kind": "edit", "id": "m1", "text": "Q"}, [])
+    send_from_view(chat, {"kind": "edit", "id": "m1", "text": "Q"})
     wait_until(lambda: wire.model.get("current") == "m4"
                and (wire.model.get("m4") or {}).get("status") == "done",
                message="the edited branch on the wire")
     assert [wire.model[f"m{n}"]["parent"] for n in range(1, 5)] == [None, "m1", None, "m3"]
-    chat._on_view_msg(chat, {"kind": "switch", "id": "m1"}, [])
+    send_from_view(chat, {"kind": "switch", "id": "m1"})
     assert [m["id"] for m in chat.messages] == ["m1", "m2"]
     wait_until(lambda: wire.model.get("current") == "m2", message="the switch on the wire")
     # and a view created now gets all of it
@@ -195,7 +195,7 @@ def test_the_view_gets_parents_and_the_branch_shown_and_can_switch_and_edit() ->
     for bad in ({"kind": "switch", "id": "m99"}, {"kind": "switch"},
                 {"kind": "edit", "id": "m2", "text": "x"},  # an answer
                 {"kind": "edit", "id": "m1", "text": "  "}, {"kind": "edit", "id": "m1"}):
-        chat._on_view_msg(chat, bad, [])
+        send_from_view(chat, bad)
     assert len(chat.tree.messages) == 4 and chat.tree.current == "m2"
     assert chat._ignored.count == 5
     chat.close()

@@ -212,7 +212,8 @@ def test_to_messages_and_markdown_of_a_live_chat() -> None:
         ([{"content": "x"}], TypeError, "item 0 needs a str 'role'"),
         ([{"role": "user", "content": 3}], TypeError, "item 0 needs a str 'content', got int"),
         ([{"role": "assistant", "content": None}], TypeError, "item 0 needs a str 'content'"),
-        ([{"role": "tool", "content": "x"}], ValueError, "item 0 has role 'tool'"),
+        ([{"role": "tool", "content": "x"}], ValueError,
+         "item 0 is a 'tool' message with no assistant 'tool_calls' before it"),
         ([{"role": "user", "content": "x"}, {"role": "system", "content": "s"}], ValueError,
          "item 1 is a 'system' message; only the first"),
         ([{"role": "assistant", "content": "x", "status": "running"}], ValueError,
@@ -242,7 +243,7 @@ def test_save_then_load_gives_the_same_messages_and_statuses(tmp_path: Path) -> 
     chat = ChatWidget(ScriptedSource("x"), title="saved", messages=HISTORY)
     path = chat.save(tmp_path / "chat.json")
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["format"] == FORMAT and data["version"] == VERSION == 1
+    assert data["format"] == FORMAT and data["version"] == VERSION == 2
     assert data["title"] == "saved" and data["system_prompt"] == "Be brief."
     ids = [m["id"] for m in data["messages"]]
     assert [m["parent"] for m in data["messages"]] == [None, *ids[:-1]]  # a chain
@@ -318,10 +319,10 @@ def test_malformed_json_names_the_file_and_the_line(tmp_path: Path) -> None:
 
 
 def test_an_unknown_version_is_refused_clearly(tmp_path: Path) -> None:
-    data = _good() | {"version": 2}
-    with pytest.raises(ConversationFileError, match=r"unknown version 2; this nbstream reads "
-                       r"version 1 \(written by a newer nbstream"):
-        ChatWidget.load(_write(tmp_path / "v2.json", data), ScriptedSource("x"))
+    data = _good() | {"version": 3}
+    with pytest.raises(ConversationFileError, match=r"unknown version 3; this nbstream reads "
+                       r"versions 1, 2 \(written by a newer nbstream"):
+        ChatWidget.load(_write(tmp_path / "v3.json", data), ScriptedSource("x"))
     with pytest.raises(ConversationFileError, match="'version' must be an int"):
         read(_write(tmp_path / "v.json", _good() | {"version": "1"}))
     with pytest.raises(ConversationFileError, match="not a conversation file"):

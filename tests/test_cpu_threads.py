@@ -15,6 +15,10 @@ from _model_fixtures import tiny_model, tiny_tokenizer
 
 from nbstream.sources.transformers import TransformersSource
 
+# the local transformers source and its helpers (torch, transformers, tokenizers:
+# tiny random-weight models): not in `make test-fast`
+pytestmark = pytest.mark.transformers
+
 torch = pytest.importorskip("torch")
 
 

@@ -20,6 +20,10 @@ from hypothesis import strategies as st
 from nbstream.sources.transformers import detok
 from nbstream.sources.transformers.detok import REPLACEMENT, IncrementalDecoder, decode_pieces
 
+# the local transformers source and its helpers (torch, transformers, tokenizers:
+# tiny random-weight models): not in `make test-fast`
+pytestmark = pytest.mark.transformers
+
 ENGINES = ("rust", "python")
 
 TEXTS = {

@@ -127,6 +127,7 @@ def test_quantization_without_bitsandbytes_names_the_package(flag: str) -> None:
     assert flag in str(info.value)
 
 
+@pytest.mark.transformers  # imports transformers and torch
 def test_quantization_config_is_a_bitsandbytes_config() -> None:
     from transformers import BitsAndBytesConfig
 

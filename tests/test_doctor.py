@@ -10,6 +10,7 @@ import warnings
 from typing import Any
 
 import pytest
+from _wire import send_from_view
 
 import nbstream
 from nbstream import doctor as doctor_fn
@@ -17,6 +18,7 @@ from nbstream.core.pump import ViewFigures, view_figures
 from nbstream.doctor import Report, detect_frontend, problems, warn_unsupported_frontend
 from nbstream.sources import ScriptedSource
 from nbstream.sources.transformers import default_model
+from nbstream.widgets import runtime
 
 doctor_module = sys.modules["nbstream.doctor"]
 
@@ -43,7 +45,7 @@ def plain_env(monkeypatch: pytest.MonkeyPatch) -> None:
     # (channels are appended in order, so those made later are the tail)
     before = len(view_figures())
     monkeypatch.setattr(doctor_module, "view_figures", lambda: view_figures()[before:])
-    monkeypatch.setattr(doctor_module, "_running_in_marimo", lambda: False)
+    monkeypatch.setattr(doctor_module, "running_in_marimo", lambda: False)
 
 
 def titles(report: Report) -> str:
@@ -99,8 +101,10 @@ def test_old_marimo_is_flagged_and_warned_at_construction(
 ) -> None:
     fake_versions(monkeypatch, marimo=version)
     monkeypatch.setitem(sys.modules, "marimo", types.ModuleType("marimo"))
-    monkeypatch.setattr(doctor_module, "_running_in_marimo", lambda: True)
-    monkeypatch.setattr(doctor_module, "_warned", set())
+    monkeypatch.setattr(doctor_module, "running_in_marimo", lambda: True)
+    monkeypatch.setattr(runtime, "running_in_marimo", lambda: True)
+    monkeypatch.setattr(runtime, "_marimo_version", lambda: version)
+    monkeypatch.setattr(runtime, "_warned", set())
     report = nbstream.doctor()
     assert report.frontend == "marimo"
     assert ("marimo>=0.23.14" in " ".join(p.fix for p in report.problems)) is flagged
@@ -116,7 +120,8 @@ def test_old_marimo_is_flagged_and_warned_at_construction(
 
 def test_no_warning_outside_marimo(monkeypatch: pytest.MonkeyPatch) -> None:
     fake_versions(monkeypatch, marimo="0.20.0")  # installed, but this is not a marimo run
-    monkeypatch.setattr(doctor_module, "_warned", set())
+    monkeypatch.setattr(runtime, "_marimo_version", lambda: "0.20.0")
+    monkeypatch.setattr(runtime, "_warned", set())
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         warn_unsupported_frontend()
@@ -180,7 +185,7 @@ def test_a_widgets_hello_and_acks_reach_doctor_through_the_public_accessor(
         assert len(mine) == 1 and mine[0]["hellos"] == 0
         # the view's hello, as it arrives from the front end (here on another thread,
         # as with commsOverSubshells)
-        t = threading.Thread(target=chat._on_view_msg, args=(chat, {"kind": "hello"}, []),
+        t = threading.Thread(target=send_from_view, args=(chat, {"kind": "hello"}),
                              name="subshell-1")
         t.start()
         t.join()

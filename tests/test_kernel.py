@@ -9,18 +9,18 @@ background thread, so this also checks that ipykernel routes those messages.
 from __future__ import annotations
 
 import itertools
-import queue
 import statistics
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from _kernel import execute, shell_reply, value
+from _kernel import cell_idle, drain_iopub, execute, iopub, shell_reply, value
 from _wire import body_parts, delta_keys
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
+from nbstream.core.pieces import FINAL_STATUSES
 from nbstream.core.pump import DEFAULT_INTERVAL
 
 pytestmark = pytest.mark.kernel
@@ -45,18 +45,13 @@ def comm_msgs(kc: BlockingKernelClient, comm_id: str, until: Any, timeout: float
               ) -> list[tuple[float, dict[str, Any]]]:
     """Collect (arrival time, data) of comm_msgs of ``comm_id`` until ``until(data)``."""
     got: list[tuple[float, dict[str, Any]]] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            msg = kc.get_iopub_msg(timeout=0.5)
-        except queue.Empty:
-            continue
+    for msg in iopub(kc, timeout, f"end of the stream on comm {comm_id}"):
         if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == comm_id:
             data = msg["content"]["data"]
             got.append((time.monotonic(), data))
             if until(data):
                 return got
-    raise AssertionError(f"stream did not end within {timeout} s ({len(got)} messages)")
+    raise AssertionError("unreachable")  # iopub() raises when the time is up
 
 
 def final_state(data: dict[str, Any], mid: str) -> dict[str, Any] | None:
@@ -64,7 +59,7 @@ def final_state(data: dict[str, Any], mid: str) -> dict[str, Any] | None:
     if data.get("method") != "update":
         return None
     e = data.get("state", {}).get(mid)
-    if isinstance(e, dict) and e.get("status") in ("done", "stopped", "error", "timeout"):
+    if isinstance(e, dict) and e.get("status") in FINAL_STATUSES:
         return e
     return None
 
@@ -99,23 +94,9 @@ def assert_bounded(sent: list[float], interval: float) -> None:
 def wait_for_stream_output(kc: BlockingKernelClient, msg_id: str, text: str,
                            timeout: float = 30) -> None:
     """Read IOPub until the cell ``msg_id`` printed ``text``."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            msg = kc.get_iopub_msg(timeout=0.5)
-        except queue.Empty:
-            continue
+    for msg in iopub(kc, timeout, f"{text!r} printed by the cell"):
         if (msg["msg_type"] == "stream" and msg["parent_header"].get("msg_id") == msg_id
                 and text in msg["content"]["text"]):
-            return
-    raise AssertionError(f"the cell did not print {text!r} within {timeout} s")
-
-
-def drain(kc: BlockingKernelClient) -> None:
-    while True:
-        try:
-            kc.get_iopub_msg(timeout=0.2)
-        except queue.Empty:
             return
 
 
@@ -123,7 +104,7 @@ def test_3000_pieces_at_2000_per_s_arrive_complete_in_order_and_bounded(
     kernel: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
     _, kc = kernel
-    drain(kc)
+    drain_iopub(kc)
     execute(kc, """
 chat = ChatWidget(ScriptedSource(TEXT, rate=2000), interval=0.04)
 """)
@@ -161,7 +142,7 @@ chat = ChatWidget(ScriptedSource(TEXT, rate=2000), interval=0.04)
 
 def test_stop_from_python_mid_stream(kernel: tuple[KernelManager, BlockingKernelClient]) -> None:
     _, kc = kernel
-    drain(kc)
+    drain_iopub(kc)
     execute(kc, """
 chat2 = ChatWidget(ScriptedSource(TEXT, rate=500))
 r2 = chat2.send('go')
@@ -183,7 +164,7 @@ def test_interrupt_during_wait_stops_generation(
     kernel: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
     km, kc = kernel
-    drain(kc)
+    drain_iopub(kc)
     execute(kc, "chat3 = ChatWidget(ScriptedSource(TEXT, rate=300)); r3 = chat3.send('go')")
     # A kernel interrupt is SIGINT to the kernel's process. Sent from outside after the
     # cell printed, it could land just before wait() under load; so a thread of the
@@ -214,7 +195,7 @@ def test_eight_widgets_at_once_stay_within_the_global_budget(
     kernel: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
     _, kc = kernel
-    drain(kc)
+    drain_iopub(kc)
     execute(kc, """
 chats8 = [ChatWidget(ScriptedSource(TEXT, rate=2000)) for _ in range(8)]
 ids8 = [c.model_id for c in chats8]
@@ -230,17 +211,15 @@ ids8 = [c.model_id for c in chats8]
     times: list[float] = []
     texts: dict[str, str] = {i: "" for i in ids}
     next_probe = t0 + 0.1
-    while len(ended) < 8 and time.monotonic() - t0 < 60:
+    for msg in iopub(kc, 60, "end of the 8 streams", poll=0.05, ticks=True):
+        if len(ended) == 8:
+            break
         if time.monotonic() >= next_probe:
             p0 = time.monotonic()
             running_at_probe.append(value(kc, "sum(r.status == 'running' for r in replies8)"))
             probes.append(time.monotonic() - p0)
             next_probe = time.monotonic() + 0.1
-        try:
-            msg = kc.get_iopub_msg(timeout=0.05)
-        except queue.Empty:
-            continue
-        if msg["msg_type"] != "comm_msg" or msg["content"]["comm_id"] not in ids:
+        if msg is None or msg["msg_type"] != "comm_msg" or msg["content"]["comm_id"] not in ids:
             continue
         cid = msg["content"]["comm_id"]
         data = msg["content"]["data"]
@@ -282,7 +261,7 @@ def test_stream_keeps_flowing_while_the_main_thread_is_blocked(
     kernel: tuple[KernelManager, BlockingKernelClient],
 ) -> None:
     _, kc = kernel
-    drain(kc)
+    drain_iopub(kc)
     execute(kc, "chat4 = ChatWidget(ScriptedSource(TEXT, rate=1000))")
     comm_id = value(kc, "chat4.model_id")
     # a busy cell: the main thread polls in a loop (the scenario) until the reply ends
@@ -292,21 +271,13 @@ def test_stream_keeps_flowing_while_the_main_thread_is_blocked(
     # cell's "idle" status
     deltas = 0
     final = None
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            msg = kc.get_iopub_msg(timeout=0.5)
-        except queue.Empty:
-            continue
+    for msg in iopub(kc, 60, "end of the busy cell"):
         if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == comm_id:
             data = msg["content"]["data"]
             deltas += len(delta_texts(data))
             final = final_state(data, "m2") or final
-        if (msg["msg_type"] == "status" and msg["parent_header"].get("msg_id") == msg_id
-                and msg["content"]["execution_state"] == "idle"):
+        if cell_idle(msg, msg_id):
             break
-    else:
-        raise AssertionError("the busy cell did not end")
     assert final is not None and final["status"] == "done"  # the stream ended during the cell
     # deltas kept going out while the main thread was busy, at the bounded rate: as
     # many as the pump sent for this reply (the ratio to the stream's length is loose)

@@ -10,6 +10,7 @@ silently (finish_reason "length", as it reports).
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +20,7 @@ from _servers import ServerProcess, llama_cpp_available, start_llama_cpp_server
 from _wait import wait_until
 
 from nbstream import ChatWidget
-from nbstream.core.pieces import Outcome
+from nbstream.core.pieces import Outcome, ToolCallDelta
 from nbstream.sources import Cancelled, OpenAISource, SourceError
 from nbstream.sources.base import ChatMessage
 
@@ -135,6 +136,45 @@ def test_a_second_request_cuts_the_first_which_ends_without_a_reason(
     finally:
         first.close()
         second.close()
+
+
+WEATHER = {"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                   "required": ["city"]}}}
+ASK_WEATHER: list[ChatMessage] = [{"role": "user", "content": "What is the weather in Paris?"}]
+
+
+def test_a_named_tool_choice_makes_a_real_streamed_call_and_the_result_goes_back(
+        llama: ServerProcess) -> None:
+    """llama-cpp-python constrains the answer to the tool's schema (a grammar) when
+    tool_choice names it: a real server emitting tool calls for the embedded model."""
+    src = source(llama)
+    named = {"type": "function", "function": {"name": "get_weather"}}
+    pieces: list[object] = []
+    outcome = src.generate_with(ASK_WEATHER, pieces.append, threading.Event(),
+                                {"max_new_tokens": 40, "tool_choice": named}, [WEATHER])
+    assert outcome.finish_reason == "tool_calls"
+    deltas = [p for p in pieces if isinstance(p, ToolCallDelta)]
+    assert deltas == pieces  # no text: a call only
+    first, rest = deltas[0], deltas[1:]
+    assert first.name == "get_weather" and first.id and first.index == 0
+    assert rest and all(p.name is None and p.id is None and p.index == 0 for p in rest)
+    arguments = "".join(p.arguments for p in deltas)
+    assert json.loads(arguments) == {"city": "Paris"}  # greedy, in the grammar
+    # the call and its result sent back: the model answers in text
+    conversation: list[ChatMessage] = [
+        *ASK_WEATHER,
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": first.id, "type": "function",
+             "function": {"name": "get_weather", "arguments": arguments}}]},
+        {"role": "tool", "tool_call_id": first.id, "name": "get_weather",
+         "content": "18 C and sunny"}]
+    answer: list[object] = []
+    outcome = src.generate_with(conversation, answer.append, threading.Event(),
+                                {"max_new_tokens": 40}, [WEATHER])
+    assert outcome.finish_reason in ("stop", "length")
+    assert answer and all(isinstance(p, str) for p in answer)
 
 
 def test_two_widgets_at_once_without_interrupts(tmp_path: Path) -> None:

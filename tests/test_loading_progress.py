@@ -14,20 +14,20 @@ the view in the reply's meta, in order, bounded in number, sent by the pump.
 from __future__ import annotations
 
 import os
-import queue
 import re
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _kernel import iopub
 from _wait import wait_until
 from _wire import Wire, delta_keys
 
 from nbstream import ChatWidget
 from nbstream.core.loading import LoadingProgress, current_reporter, report_loading, reporting_to
+from nbstream.core.pieces import FINAL_STATUSES
 from nbstream.core.pump import Outgoing, Pump
 from nbstream.core.stream import LOADING_INTERVAL, Stream
 from nbstream.sources.base import ChatMessage, Emit, Source
@@ -244,6 +244,7 @@ def test_a_reload_mid_load_shows_the_latest_report() -> None:
 # -- TransformersSource on the embedded model (conversion faked) -------------------------
 
 
+@pytest.mark.transformers
 def test_transformers_source_reports_the_conversion_then_the_load(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -341,23 +342,15 @@ def test_first_question_shows_the_conversion_before_the_first_text(
              "reply = chat.send('Hi')\n")
     updates: list[dict[str, Any]] = []  # the comm's update messages, in order
     stderr: list[str] = []
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline:
-        try:
-            msg = kc.get_iopub_msg(timeout=1)
-        except queue.Empty:
-            continue
+    for msg in iopub(kc, 600, "end of the reply (m2)", poll=1):
         content = msg["content"]
         if msg["msg_type"] == "stream":
             stderr.append(content["text"])  # stdout too: nothing should be printed
         elif msg["msg_type"] == "comm_msg" and content["data"].get("method") == "update":
             updates.append(content["data"]["state"])
             meta = content["data"]["state"].get("m2")
-            if isinstance(meta, dict) and meta["status"] in ("done", "stopped", "error",
-                                                             "timeout"):
+            if isinstance(meta, dict) and meta["status"] in FINAL_STATUSES:
                 break
-    else:
-        raise AssertionError(f"the reply did not end ({len(updates)} updates)")
     assert meta["status"] == "done", meta
     first_text = next(i for i, s in enumerate(updates) if any(re.fullmatch(r"m2\.\d+", k)
                                                              for k in s))

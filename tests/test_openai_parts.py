@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from _servers import ServerProcess, load_transcript, start_fake_server
 
-from nbstream.core.pieces import Outcome, Reasoning
+from nbstream.core.pieces import Outcome, Reasoning, ToolCallDelta
 from nbstream.sources import OpenAISource, SourceError
 from nbstream.sources.base import ChatMessage
 
@@ -99,15 +99,18 @@ def test_llama_cpp_python_pings_crlf_and_a_cut_stream(fake: ServerProcess, chunk
     assert outcome.finish_reason is None
 
 
-def test_a_stream_with_no_done_and_no_finish_reason_ends_unknown(fake: ServerProcess) -> None:
-    pieces, outcome = run(transcript(fake, "no_done_no_finish"))
-    assert "".join(pieces) == "Half an answer"
-    assert outcome.finish_reason is None
+def test_a_stream_with_no_done_and_no_finish_reason_did_not_finish(fake: ServerProcess) -> None:
+    got: list[str] = []
+    with pytest.raises(SourceError, match=r"ended after 3 pieces with neither a finish reason "
+                                          r"nor \[DONE\]: the answer is incomplete"):
+        transcript(fake, "no_done_no_finish").generate(MSGS, got.append, threading.Event())
+    assert "".join(got) == "Half an answer"  # what came is kept
 
 
 def test_openai_tool_calls_and_token_details(fake: ServerProcess) -> None:
     pieces, outcome = run(transcript(fake, "openai_tool_calls_usage"))
-    assert pieces == []
+    assert pieces == [ToolCallDelta(0, "", id="call_1", name="get_weather"),
+                      ToolCallDelta(0, '{"city":"Paris"}')]
     assert outcome.finish_reason == "tool_calls"
     assert outcome.usage == {"prompt_tokens": 80, "completion_tokens": 150,
                              "reasoning_tokens": 128, "cached_tokens": 64}

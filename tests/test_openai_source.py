@@ -167,6 +167,25 @@ def test_an_error_event_mid_stream_is_an_error(fake: ServerProcess, model: str) 
     assert "backend overloaded, try again" in str(error)
 
 
+@pytest.mark.parametrize(("model", "says"), [
+    # lines that are no SSE field are ignored (the spec); then the body ends unfinished
+    ("fake-garbage", "with neither a finish reason nor [DONE]"),
+    ("fake-huge-line", "a line longer than 1,048,576 bytes"),
+    ("fake-bad-utf8", "not valid UTF-8"),
+    ("fake-wrong-shape", "is not a chat completion chunk"),
+    ("fake-500-midstream", "EngineCore encountered an issue"),
+])
+def test_a_server_that_answers_garbage_gives_a_clear_error(fake: ServerProcess, model: str,
+                                                           says: str) -> None:
+    pieces, error, _ = collect(OpenAISource(model, fake.base_url, timeout=60))
+    assert isinstance(error, SourceError), error
+    assert says in str(error)
+    assert pieces == DEFAULT_PIECES[:2]  # what came before the garbage is kept
+    if model == "fake-huge-line":  # refused as soon as the line passed the limit: the
+        # client went away while the server still had most of its 10 MB to send
+        wait_until(lambda: last_request(fake)["disconnected"], 30, "the client to go")
+
+
 def test_reasoning_is_a_part_of_its_own(fake: ServerProcess) -> None:
     pieces, error, _ = collect(OpenAISource("fake-reasoning", fake.base_url))
     assert error is None

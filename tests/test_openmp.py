@@ -19,6 +19,10 @@ from _model_fixtures import tiny_model, tiny_tokenizer
 from nbstream.sources.base import Source
 from nbstream.sources.transformers import openmp
 
+# the local transformers source and its helpers (torch, transformers, tokenizers:
+# tiny random-weight models): not in `make test-fast`
+pytestmark = pytest.mark.transformers
+
 PROBE = r"""
 import json, os, sys
 import torch

@@ -37,6 +37,20 @@ def test_a_turn_costs_the_same_at_turn_30_as_at_turn_1() -> None:
     assert 0.9 * first <= last <= 1.1 * first, (first, last, sizes)
 
 
+def test_a_turn_with_tool_calls_costs_the_same_at_turn_30_as_at_turn_1() -> None:
+    # each turn: a tool call (its arguments streamed), its result, a second round (#20)
+    got = turn_bytes.measure(str(ROOT), turns=30, chars=2000, rate=4000.0, tools=True)
+    assert got["texts_ok"]
+    result = len("the answer to the weather: ") + 200
+    for k, (size, messages) in enumerate(got["turns"], start=1):
+        text = got["text_chars"] + len(f"question {k}") + result
+        # the tool's parts and metas add a few hundred bytes, never the history
+        assert text < size <= 1.2 * text + 200 * messages + 1500, (k, size, messages)
+    sizes = [b for b, _ in got["turns"]]
+    first, last = statistics.mean(sizes[:10]), statistics.mean(sizes[-10:])
+    assert 0.9 * first <= last <= 1.1 * first, (first, last, sizes)
+
+
 SAVED = '''
 import time
 from nbstream import ChatWidget
@@ -73,3 +87,43 @@ def test_nbclient_saves_the_whole_conversation_with_its_reasoning() -> None:
     assert all(e["have"] == e["seq"] and e["status"] == "done" for e in shown)
     assert shown[1]["finish_reason"] == "stop" and "reasoning_ms" in shown[1]["stats"]
     assert state["live"] == {}
+
+
+SAVED_TOOLS = """
+from nbstream import ChatWidget
+from nbstream.sources import ScriptedSource, call
+
+def weather(city: str) -> str:
+    "The weather in a city (city: the city)."
+    return f"18 C in {city}"
+
+weather.__doc__ = "The weather.\\n\\nArgs:\\n    city: the city\\n"
+chat = ChatWidget(ScriptedSource(rounds=[[call("weather", city="Paris", id="c1")],
+                                         "It is 18 C."], rate=500), tools=[weather])
+reply = chat.send("weather?")
+import time
+while not chat.pending_approvals:
+    time.sleep(0.01)
+chat.approve("c1")
+reply.wait()
+chat
+"""
+
+
+def test_nbclient_saves_tool_call_parts_with_their_states_and_results() -> None:
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(SAVED_TOOLS)])
+    client = NotebookClient(nb, timeout=120, kernel_name="python3", store_widget_state=True)
+    client.execute()
+    models = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
+    (state,) = [m["state"] for m in models.values() if "last_id" in m["state"]]
+    shown = conversation_of(state)
+    assert [(e["role"], e["text"]) for e in shown] == [("user", "weather?"),
+                                                       ("assistant", "It is 18 C.")]
+    meta = state["m2"]
+    assert [(t["id"], t["name"], t["state"], t.get("asks")) for t in meta["tools"]] == [
+        ("c1", "weather", "done", True)]
+    runs = [run for n in range(1, meta["seq"] + 1) if isinstance(state[f"m2.{n}"], list)
+            for run in state[f"m2.{n}"]]
+    assert "".join(r[1] for r in runs if r[0] == "tool") == '{"city": "Paris"}'
+    assert [r[1] for r in runs if r[0] == "tool_result"] == ["18 C in Paris"]
+    assert ["round", "", 1] in runs

@@ -5,12 +5,13 @@ created mid-stream, a lost delta, removals, turn after turn)."""
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 from _wait import wait_until
-from _wire import Wire, body_parts, conversation_of, delta_keys, meta_ids
+from _wire import Wire, body_parts, conversation_of, delta_keys, meta_ids, send_from_view
 
 from nbstream import ChatWidget
 from nbstream.core.pieces import Outcome, Reasoning
@@ -66,9 +67,11 @@ def test_reasoning_is_a_part_apart_from_the_answer_live_and_final() -> None:
     wire = Wire(w)
     r = w.send("q")
     wait_until(lambda: r.reasoning == "Let me think. ", 10)
+    thinking_seen = time.monotonic()  # the streams' clock: the pump's, time.monotonic
     assert r.text == "" and r.finish_reason is None  # live: no answer, no end yet
     shown = wait_until(lambda: [e for e in wire.shown() if e["id"] == r.id and e["reasoning"]])
     assert shown[0]["reasoning"] == "Let me think. " and shown[0]["text"] == ""
+    gate_opened = time.monotonic()
     gate.set()
     assert r.wait(10) == "The answer."
     assert r.reasoning == "Let me think. Done thinking."
@@ -81,7 +84,10 @@ def test_reasoning_is_a_part_apart_from_the_answer_live_and_final() -> None:
     assert bodies[0] == [["reasoning", "Let me think. "]]
     assert w.conversation[-1]["reasoning"] == "Let me think. Done thinking."
     stats = r.stats
-    assert stats["reasoning_chars"] == len(r.reasoning) and stats["reasoning_ms"] >= 0
+    assert stats["reasoning_chars"] == len(r.reasoning)
+    # thinking began before the test saw its first piece and lasted until the answer,
+    # which could only come after the gate opened
+    assert (gate_opened - thinking_seen) * 1000 <= stats["reasoning_ms"] <= stats["duration_ms"]
     assert "reasoning_ms" in e["stats"]
 
 
@@ -226,7 +232,7 @@ def test_a_lost_delta_is_repaired_by_a_resync() -> None:
     lost = conversation_of(view)[1]
     assert lost["have"] == 1 < lost["seq"]  # it sees the gap: deltas stop at 1
     n = len(wire.msgs)
-    w._on_view_msg(w, {"kind": "resync", "id": r.id, "have": 1}, [])
+    send_from_view(w, {"kind": "resync", "id": r.id, "have": 1})
     wait_until(lambda: len(wire.msgs) > n, 10)
     for m in wire.msgs[n:]:
         view.update(m["state"])
@@ -262,7 +268,7 @@ def test_continue_asks_for_more_with_the_cut_answer_in_the_history() -> None:
     with pytest.raises(ValueError, match="only the last reply"):
         w.continue_("m99")
     # the view's Continue button
-    w._on_view_msg(w, {"kind": "continue", "id": r.id}, [])
+    send_from_view(w, {"kind": "continue", "id": r.id})
     wait_until(lambda: len(w.replies) == 2 and w.replies[1].done, 10)
     assert src.seen[1] == [
         {"role": "user", "content": "Tell me everything."},

@@ -29,6 +29,10 @@ from _wait import wait_until
 from nbstream import ReplyError, StreamView
 from nbstream.sources import TransformersSource
 
+# the local transformers source and its helpers (torch, transformers, tokenizers:
+# tiny random-weight models): not in `make test-fast`
+pytestmark = pytest.mark.transformers
+
 HAS_BNB = importlib.util.find_spec("bitsandbytes") is not None
 needs_bnb = pytest.mark.skipif(not HAS_BNB, reason="bitsandbytes is not installed")
 

@@ -64,6 +64,7 @@ def test_each_widget_carries_a_small_loader_and_no_css() -> None:
 
 
 @needs_bundle
+@pytest.mark.kernel  # nbclient runs the notebooks in real kernels
 def test_saved_notebook_stores_the_bundle_once() -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     import saved_notebook as sn

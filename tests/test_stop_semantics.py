@@ -11,8 +11,9 @@ from collections.abc import Callable
 
 import pytest
 from _held import Held
-from _kernel import shell_reply, value
+from _kernel import iopub, shell_reply, value
 from _wait import wait_until
+from _wire import send_from_view
 
 from nbstream import ChatWidget, Compare, Reply
 from nbstream.core import lanes
@@ -42,7 +43,7 @@ def test_stop_stops_the_running_reply_and_cancels_the_queued(how: str) -> None:
     if how == "chat.stop()":
         assert w.stop() == 2
     else:
-        w._on_view_msg(w, {"kind": "stop"}, [])
+        send_from_view(w, {"kind": "stop"})
     assert_both_stopped(held, r1, r2)
     # the widget keeps working
     held.release.set()
@@ -128,7 +129,7 @@ def test_view_stop_with_an_id_stops_that_reply_only() -> None:
     w = ChatWidget(held.source)
     r1, r2 = running_and_queued(w, held)
     held.release.set()
-    w._on_view_msg(w, {"kind": "stop", "id": r2.id}, [])
+    send_from_view(w, {"kind": "stop", "id": r2.id})
     assert r1.wait(10) == "first end"
     assert r2.status == "stopped"
     w.close()
@@ -144,7 +145,7 @@ def test_compare_stop_all_and_stop_pane() -> None:
     assert c.stop_pane(1) == 2  # pane 1: its running and its queued reply
     assert [r.status for r in c.replies_of(1)] == ["stopped", "stopped"]
     assert first[0].status == "running" and second[0].status == "queued"
-    c._on_view_msg(c, {"kind": "stop"}, [])  # Stop all
+    send_from_view(c, {"kind": "stop"})  # Stop all
     assert [r.wait(10) for r in c.replies_of(0)] == [first[0].text, ""]
     assert all(r.status == "stopped" for r in c.replies)
     wait_until(lambda: lanes.get(a.source.lane_key()) is None, 10)
@@ -186,8 +187,6 @@ def announce_wait():
 
 @pytest.mark.kernel
 def test_a_kernel_interrupt_during_wait_stops_the_queued_reply_too() -> None:
-    import queue
-
     from jupyter_client.manager import start_new_kernel
 
     km, kc = start_new_kernel(kernel_name="python3", env={"HF_HUB_OFFLINE": "1"})
@@ -198,11 +197,7 @@ def test_a_kernel_interrupt_during_wait_stops_the_queued_reply_too() -> None:
         assert value(kc, "r2.status") == "queued"
         msg_id = kc.execute("threading.Thread(target=announce_wait).start()\nr1.wait()")
         # interrupt once the kernel is blocked in wait() (a thread there says so)
-        while True:
-            try:
-                msg = kc.get_iopub_msg(timeout=30)
-            except queue.Empty as exc:
-                raise AssertionError("the cell never reached wait()") from exc
+        for msg in iopub(kc, 30, "IN-WAIT: the cell in wait()"):
             if msg["msg_type"] == "stream" and "IN-WAIT" in msg["content"]["text"]:
                 break
         km.interrupt_kernel()

@@ -17,12 +17,13 @@ from typing import Any, ClassVar
 
 import pytest
 from _wait import wait_until
+from _wire import send_from_view
 
 from nbstream import ChatWidget
 from nbstream.generation import GENERATION_OPTIONS, GenerationOptions, check_generation
 from nbstream.sources import ScriptedSource
 from nbstream.sources.base import ChatMessage, Emit, Source
-from nbstream.widgets.widget import reply_meta
+from nbstream.widgets.wire import reply_meta
 
 
 class Recording(Source):
@@ -94,27 +95,27 @@ def test_system_prompt_is_synced_state() -> None:
 def test_the_views_edit_sets_the_system_prompt() -> None:
     src = Recording()
     chat = ChatWidget(src)
-    chat._on_view_msg(chat, {"kind": "system_prompt", "text": "Answer in French."}, [])
+    send_from_view(chat, {"kind": "system_prompt", "text": "Answer in French."})
     assert chat.system_prompt == "Answer in French."
     chat.send("hi").wait(30)
     assert system_of(src.calls[0][0]) == "Answer in French."
-    chat._on_view_msg(chat, {"kind": "system_prompt", "text": "  \n"}, [])  # cleared
+    send_from_view(chat, {"kind": "system_prompt", "text": "  \n"})  # cleared
     assert chat.system_prompt is None
 
 
 @pytest.mark.parametrize(("content", "reason"), [
-    ({"kind": "system_prompt"}, "system_prompt without a str text"),
-    ({"kind": "system_prompt", "text": 7}, "system_prompt without a str text"),
-    ({"kind": "system_prompt", "text": ["a"]}, "system_prompt without a str text"),
+    ({"kind": "system_prompt"}, "system_prompt: Object missing required field `text`"),
+    ({"kind": "system_prompt", "text": 7}, "system_prompt: Expected `str`, got `int`"),
+    ({"kind": "system_prompt", "text": ["a"]}, "system_prompt: Expected `str`, got `array`"),
     ({"kind": "system_prompt", "text": "x" * 1_000_001},
-     "system_prompt of more than 1000000 characters"),
+     "system_prompt: Expected `str` of length <= 1000000"),
 ])
 def test_a_hostile_system_prompt_edit_is_ignored_and_logged(
         content: dict[str, Any], reason: str, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG, logger="nbstream")
     chat = ChatWidget(ScriptedSource("a"), system_prompt="kept")
     for _ in range(2):
-        chat._on_view_msg(chat, content, [])
+        send_from_view(chat, content)
     assert chat.system_prompt == "kept"
     logged = [r for r in caplog.records if "ignored a view message" in r.getMessage()]
     assert len(logged) == 1 and reason in logged[0].getMessage()

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from _wait import wait_until
-from _wire import Wire
+from _wire import Wire, send_from_view
 
 import nbstream
 from nbstream import Compare, StreamView
@@ -125,7 +125,7 @@ def test_compare_different_lanes_run_at_once_and_stop_one_pane() -> None:
     c = Compare([ScriptedSource(TEXT, rate=50), ScriptedSource(TEXT, rate=50)])
     r1, r2 = c.send("go")
     wait_until(lambda: r1.status == r2.status == "running", message="both panes running")
-    c._on_view_msg(c, {"kind": "stop", "pane": 1}, [])
+    send_from_view(c, {"kind": "stop", "pane": 1})
     r2.wait(2)
     assert r2.status == "stopped" and r1.status == "running"
     c.stop()

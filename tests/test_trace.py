@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from _wait import wait_until
-from _wire import delta_keys
+from _wire import delta_keys, send_from_view
 
 from nbstream import ChatWidget
 from nbstream.sources import IteratorSource, ScriptedSource
@@ -32,7 +32,9 @@ def test_trace_accounts_for_every_character_and_orders_stages() -> None:
     for d in tr.deltas:
         assert d.produced <= d.sent  # text waits in the buffer, never the other way
     rows = tr.rows()
-    assert len(rows) == len(tr.deltas) and rows[0]["buffer_wait_ms"] >= 0
+    # a row per delta, with how long its first piece waited in the buffer
+    assert [(row["seq"], row["chars"], row["buffer_wait_ms"]) for row in rows] == [
+        (d.seq, d.chars, round((d.sent - d.produced) * 1000, 2)) for d in tr.deltas]
     stats = r.stats
     assert stats["pieces"] == 200 and stats["chars"] == len(TEXT)
     assert stats["flushes"] == len(tr.deltas)
@@ -69,7 +71,7 @@ def test_acks_show_up_as_render_times_in_trace_and_stats() -> None:
     def fake_view(msg: dict[str, Any], buffers: object = None) -> None:
         for mid, seq, _ in delta_keys(msg):  # a view renders each delta and acks it
             sent.append({"id": mid, "seq": seq})
-            w._on_view_msg(w, {"kind": "ack", "id": mid, "seq": seq, "render_ms": 1.5}, [])
+            send_from_view(w, {"kind": "ack", "id": mid, "seq": seq, "render_ms": 1.5})
 
     w._send = fake_view  # type: ignore[method-assign]
     r = w.send("go")

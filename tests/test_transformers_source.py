@@ -25,6 +25,10 @@ from nbstream.sources.base import Cancelled, ChatMessage, Source
 from nbstream.sources.transformers import TransformersSource, default_model
 from nbstream.sources.transformers.detok import REPLACEMENT
 
+# the local transformers source and its helpers (torch, transformers, tokenizers:
+# tiny random-weight models): not in `make test-fast`
+pytestmark = pytest.mark.transformers
+
 HELLO: list[ChatMessage] = [{"role": "user", "content": "Hello"}]
 
 

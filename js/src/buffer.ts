@@ -36,25 +36,45 @@
  */
 import {
   type DeltaMsg,
+  type DeltaParts,
   FINAL_STATUSES,
-  type LoadingProgress,
+  type LoadingMeta,
   type MessageMeta,
   type MessageState,
   type ResyncMsg,
+  type ToolCallMeta,
+  type ToolRun,
   toMessageState,
 } from "./protocol";
 
 /** An unanswered resync is sent again after this many milliseconds (see the module comment). */
 export const RESYNC_RETRY_MS = 1000;
 
+/**
+ * A reply's tool calls (#20): their metas, and its parts from the first of the
+ * tool loop's runs on, in order. The text before them (the model's first words
+ * and thinking) is the head of `text` / `reasoning`, shown as a reply without
+ * tools shows it; `text` and `reasoning` still hold every round's.
+ */
+export interface ToolParts {
+  /** the meta's `tools`, in call order (absent: no tool call) */
+  tools?: (ToolCallMeta | null)[];
+  /** where the tool loop's parts start: the lengths of `text` and `reasoning` then */
+  toolHead?: { text: number; reasoning: number };
+  /** the runs from there on, in order (answer and reasoning text of later rounds too) */
+  toolTail?: ToolRun[];
+}
+
 /** One message as this view holds it. */
-export type Entry = MessageState;
+export type Entry = MessageState & ToolParts;
 
 interface Tracked extends Entry {
   /** text appended since the last take, in arrival order */
   appended: string[];
   /** reasoning appended since the last take */
   reasoningAppended: string[];
+  /** tool-loop runs appended since the last take (see {@link ToolParts}) */
+  tailAppended: ToolRun[];
   /** the text was replaced since the last take */
   replaced: boolean;
   /** role, status, error, detail, stats or pane changed since the last take */
@@ -76,6 +96,8 @@ export interface MessageChange {
   readonly appended: string;
   /** reasoning to append to what was rendered (empty when `replaced`) */
   readonly reasoningAppended: string;
+  /** tool-loop runs to add to what was rendered (absent or empty when `replaced`) */
+  readonly tail?: readonly ToolRun[];
   /** the message's chrome changed (role, status, error, detail, stats) */
   readonly meta: boolean;
 }
@@ -118,7 +140,7 @@ function sameStats(a: Record<string, unknown>, b: Record<string, unknown>): bool
   }
 }
 
-function sameProgress(a: LoadingProgress | undefined, b: LoadingProgress | undefined): boolean {
+function sameProgress(a: LoadingMeta | undefined, b: LoadingMeta | undefined): boolean {
   return a === b || (a?.text === b?.text && a?.fraction === b?.fraction);
 }
 
@@ -185,6 +207,7 @@ export class Conversation {
           ...s,
           appended: [],
           reasoningAppended: [],
+          tailAppended: [],
           replaced: true,
           meta: true,
           delta: false,
@@ -239,6 +262,7 @@ export class Conversation {
     s: Omit<MessageState, "id" | "text" | "reasoning" | "seq" | "error" | "detail"> & {
       error?: string | null;
       detail?: string | null;
+      tools?: (ToolCallMeta | null)[];
     },
   ): void {
     const error = s.error ?? null;
@@ -252,7 +276,8 @@ export class Conversation {
       e.finish_reason !== s.finish_reason ||
       !sameProgress(e.progress, s.progress) ||
       !sameStats(e.stats, s.stats) ||
-      !sameStats(e.options ?? {}, s.options ?? {})
+      !sameStats(e.options ?? {}, s.options ?? {}) ||
+      !sameStats({ t: e.tools ?? null }, { t: s.tools ?? null })
     ) {
       e.role = s.role;
       e.status = s.status;
@@ -278,6 +303,11 @@ export class Conversation {
         delete e.options;
       } else {
         e.options = s.options;
+      }
+      if (s.tools === undefined) {
+        delete e.tools;
+      } else {
+        e.tools = s.tools;
       }
       e.meta = true;
       this.dirty.add(e);
@@ -308,6 +338,7 @@ export class Conversation {
         stats: {},
         appended: [],
         reasoningAppended: [],
+        tailAppended: [],
         replaced: true,
         meta: true,
         delta: false,
@@ -335,13 +366,63 @@ export class Conversation {
    * returns whether it did. Unlike an older kernel's delta, it is applied to a
    * final message too: a final meta says how many deltas the message has.
    */
-  applyParts(id: string, seq: number, parts: { text: string; reasoning: string }): boolean {
+  applyParts(id: string, seq: number, parts: DeltaParts): boolean {
     const e = this.entries.get(id);
     if (e === undefined || seq !== e.seq + 1) {
       return false;
     }
-    this.appendDelta(e, seq, parts.text, parts.reasoning);
+    if ((parts.runs !== undefined && parts.runs !== null) || e.toolHead !== undefined) {
+      this.appendToolRuns(e, seq, parts);
+    } else {
+      this.appendDelta(e, seq, parts.text, parts.reasoning);
+    }
     return true;
+  }
+
+  /**
+   * A delta of a reply in (or entering) the tool loop: the text before its first
+   * tool-loop run goes where a plain reply's goes; the rest, in order, to the tail.
+   */
+  private appendToolRuns(e: Tracked, seq: number, parts: DeltaParts): void {
+    const runs: ToolRun[] =
+      parts.runs ??
+      [
+        { type: "reasoning" as const, text: parts.reasoning },
+        { type: "answer" as const, text: parts.text },
+      ].filter((r) => r.text !== "");
+    let head = "";
+    let headReasoning = "";
+    let i = 0;
+    if (e.toolHead === undefined) {
+      for (; i < runs.length; i++) {
+        const r = runs[i] as ToolRun;
+        if (r.type === "answer") {
+          head += r.text;
+        } else if (r.type === "reasoning") {
+          headReasoning += r.text;
+        } else {
+          break;
+        }
+      }
+    }
+    this.appendDelta(e, seq, head, headReasoning);
+    if (i < runs.length && e.toolHead === undefined) {
+      e.toolHead = { text: e.text.length, reasoning: e.reasoning.length };
+      e.toolTail = [];
+    }
+    const tail = e.toolTail ?? [];
+    for (; i < runs.length; i++) {
+      const r = runs[i] as ToolRun;
+      if (r.type === "answer") {
+        e.text += r.text;
+      } else if (r.type === "reasoning") {
+        e.reasoning += r.text;
+      }
+      tail.push(r);
+      if (!e.replaced) {
+        e.tailAppended.push(r);
+      }
+    }
   }
 
   /** Forgets message `id` (removed by Clear or Regenerate). */
@@ -440,12 +521,20 @@ export class Conversation {
     for (const e of this.dirty) {
       const appended = e.replaced ? "" : e.appended.join("");
       const reasoningAppended = e.replaced ? "" : e.reasoningAppended.join("");
-      if (e.replaced || appended.length > 0 || reasoningAppended.length > 0 || e.meta) {
+      const tail = e.replaced ? [] : e.tailAppended;
+      if (
+        e.replaced ||
+        appended.length > 0 ||
+        reasoningAppended.length > 0 ||
+        tail.length > 0 ||
+        e.meta
+      ) {
         messages.push({
           entry: e,
           replaced: e.replaced,
           appended,
           reasoningAppended,
+          tail,
           meta: e.meta,
         });
       }
@@ -454,6 +543,7 @@ export class Conversation {
       }
       e.appended = [];
       e.reasoningAppended = [];
+      e.tailAppended = [];
       e.replaced = false;
       e.meta = false;
       e.delta = false;

@@ -22,6 +22,7 @@ import type { AnyModel } from "@anywidget/types";
 import { visibleBranch } from "./branches";
 import { type Changes, Conversation } from "./buffer";
 import { CompareView, paneOf } from "./compare";
+import { Connection, type KernelLike } from "./connection";
 import {
   browserScheduler,
   type Counters,
@@ -36,11 +37,14 @@ import {
   CURRENT_KEY,
   FINAL_STATUSES,
   isDeltaMsg,
+  isWelcomeMsg,
   STATE_TRAIT,
   toMode,
   toPanes,
+  type ViewDebug,
   type ViewMsg,
 } from "./protocol";
+import type { SizedMode } from "./sized";
 import {
   ChatView,
   type MarkdownMode,
@@ -59,6 +63,31 @@ export interface MountOptions {
   idle?: IdleScheduler | null;
   /** how assistant messages render ("full": the naive way, for benchmarks) */
   markdown?: MarkdownMode;
+  /** least ms between two rounds of acks (frame.ts ACK_GAP_MS by default; 0: every frame) */
+  ackGapMs?: number;
+  /** how laid-out blocks skip layout (sized.ts; "batched" by default) */
+  sized?: SizedMode;
+}
+
+/**
+ * What a widget's `debug` trait asks of its views (nbstream/widgets/protocol.py
+ * ViewDebug: benchmarks measure the previous ways with it), as mount options;
+ * nothing for the switches left as shipped.
+ */
+export function debugMountOptions(debug: ViewDebug): MountOptions {
+  const out: MountOptions = {};
+  if (debug.markdown !== undefined) {
+    out.markdown = debug.markdown;
+  }
+  if (debug.acks === "every-frame") {
+    out.ackGapMs = 0;
+  } else if (debug.ack_gap_ms !== undefined) {
+    out.ackGapMs = debug.ack_gap_ms;
+  }
+  if (debug.sized !== undefined) {
+    out.sized = debug.sized;
+  }
+  return out;
 }
 
 /** The root element, with the counters that tests and benchmarks read. */
@@ -80,6 +109,8 @@ export function mountChat(
   const now = options.now ?? (() => performance.now());
   const idle = options.idle === undefined ? browserIdle(win) : options.idle;
   const counters = newCounters();
+  /** this view's id in its hello and bye (the kernel counts the views on the page) */
+  const viewId = `v${Math.random().toString(36).slice(2, 12)}${Date.now().toString(36)}`;
   const conversation = new Conversation();
   const send = (msg: ViewMsg): void => model.send(msg);
 
@@ -118,10 +149,12 @@ export function mountChat(
     switchTo: (id) => send({ kind: "switch", id }),
     edit: (id, prompt) => send({ kind: "edit", id, text: prompt }),
     setSystemPrompt: (text) => send({ kind: "system_prompt", text }),
+    approveTool: (id, call, decision) => send({ kind: "tool_approval", id, call, decision }),
   };
   const viewOptions: ViewOptions = {
     idle,
     markdown: options.markdown ?? "incremental",
+    sized: options.sized ?? "batched",
     onChars: (delta) => {
       counters.chars += delta;
     },
@@ -136,8 +169,9 @@ export function mountChat(
     const all = conversation.list();
     const activePanes = new Set<number>();
     let active = false;
+    const connected = connection.state !== "lost"; // nothing runs without a kernel
     for (const e of all) {
-      if (e.role !== "user" && !FINAL_STATUSES.has(e.status)) {
+      if (connected && e.role !== "user" && !FINAL_STATUSES.has(e.status)) {
         active = true;
         const pane = paneOf(e);
         if (pane !== null) {
@@ -180,13 +214,22 @@ export function mountChat(
     }
     branchDirty = false;
     view.paint(changes, summary(), t, announce);
+    connection.setActive(live(null));
     return changes.acks;
   };
-  const loop = new FrameLoop({ scheduler, now, render: (t) => render(t), ack: send, counters });
+  const loop = new FrameLoop({
+    scheduler,
+    now,
+    render: (t) => render(t),
+    ack: send,
+    counters,
+    ...(options.ackGapMs === undefined ? {} : { ackGapMs: options.ackGapMs }),
+  });
 
   const keys = new KeyReader(model as unknown as KeyModel, conversation);
   /** Any change of the model: read the per-message keys (cheap: only what can have changed). */
   const onChange = (): void => {
+    connection.heard(); // (only a kernel changes the model)
     if (!keys.present()) {
       return;
     }
@@ -209,6 +252,10 @@ export function mountChat(
     }
   };
   const onCustom = (content: unknown): void => {
+    if (isWelcomeMsg(content)) {
+      connection.heard();
+      return;
+    }
     if (!isDeltaMsg(content)) {
       return;
     }
@@ -231,7 +278,38 @@ export function mountChat(
     view.setSystemPrompt(typeof prompt === "string" ? prompt : null);
   };
 
+  const wm = model.widget_manager as unknown as {
+    kernel?: KernelLike | null;
+    get_model?: (id: string) => Promise<{ comm_live?: unknown }> | undefined;
+  };
+  /** the jupyter-widgets model behind the proxy anywidget hands us, once found (its
+   * `comm_live` says whether a kernel knows this widget); null: none, or not yet */
+  let backing: { comm_live?: unknown } | null = null;
+  const ref = model.get("_model_ref");
+  if (typeof ref === "string" && ref !== "" && typeof wm.get_model === "function") {
+    Promise.resolve(wm.get_model(ref))
+      .then((m) => {
+        backing = m ?? null;
+        connection.linkChanged();
+      })
+      .catch(() => undefined); // a front end that does not know it: messages decide
+  }
+  const connection: Connection = new Connection({
+    hello: () => send({ kind: "hello", view: viewId }),
+    kernel: wm.kernel ?? null,
+    commLive: () =>
+      backing !== null && typeof backing.comm_live === "boolean" ? backing.comm_live : null,
+    now,
+    onChange: (state, reason) => {
+      const t = now();
+      view.setConnection(state, reason, t);
+      view.paint({ order: null, messages: [], acks: [] }, summary(), t, false);
+    },
+  });
+  const onCommLive = (): void => connection.linkChanged();
+
   model.on("change", onChange);
+  model.on("comm_live_update", onCommLive);
   model.on(`change:${STATE_TRAIT}`, onState);
   model.on("msg:custom", onCustom);
   model.on("change:title", onTitle);
@@ -258,10 +336,21 @@ export function mountChat(
     conversation.applyState(model.get(STATE_TRAIT));
   }
   render(now(), false);
-  send({ kind: "hello" });
+  connection.hello();
 
   return () => {
+    // removed from the page (a cleared output, a cell run again): the kernel stops what
+    // no view watches any more, unless another view of the widget remains or comes
+    // back. (A closed notebook tab cannot tell it: JupyterLab disposes the page's
+    // kernel connection before the views, and a send then throws.)
+    try {
+      send({ kind: "bye", view: viewId });
+    } catch {
+      // no connection left to say it on
+    }
     model.off("change", onChange);
+    model.off("comm_live_update", onCommLive);
+    connection.dispose();
     model.off(`change:${STATE_TRAIT}`, onState);
     model.off("msg:custom", onCustom);
     model.off("change:title", onTitle);

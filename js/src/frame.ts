@@ -78,18 +78,6 @@ function gapFor(budget: AckBudget, minGapMs: number, now: number): number {
   return Math.max(minGapMs, (1000 * active) / PAGE_ACK_ROUNDS_PER_S);
 }
 
-let defaultGapMs = ACK_GAP_MS;
-
-/**
- * Sets the ack gap of loops created from now on (benchmarks compare with an
- * ack per frame, the previous way, by passing 0). Returns the previous value.
- */
-export function setDefaultAckGap(ms: number): number {
-  const previous = defaultGapMs;
-  defaultGapMs = Math.max(0, ms);
-  return previous;
-}
-
 const globalTimer: Timer = {
   set: (cb, ms) => globalThis.setTimeout(cb, ms) as unknown as number,
   clear: (h) => globalThis.clearTimeout(h),
@@ -186,7 +174,7 @@ export class FrameLoop {
 
   constructor(private readonly deps: FrameDeps) {
     this.timer = deps.timer ?? globalTimer;
-    this.gapMs = deps.ackGapMs ?? defaultGapMs;
+    this.gapMs = Math.max(0, deps.ackGapMs ?? ACK_GAP_MS);
     this.budget = deps.budget ?? pageAckBudget();
   }
 

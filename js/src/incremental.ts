@@ -50,7 +50,7 @@ import {
   type Token,
 } from "./markdown";
 import { sanitize } from "./sanitize";
-import { forget, markWhenLaidOut, SIZED_CLASS } from "./sized";
+import { forget, markWhenLaidOut, SIZED_CLASS, type SizedMode } from "./sized";
 
 /** What renders the text of one message into its container. */
 export interface Sink {
@@ -65,6 +65,8 @@ export interface Sink {
 export interface MarkdownOptions {
   /** called for each `code` element of a closed code block once it is in the DOM */
   onClosedCode?: (code: HTMLElement) => void;
+  /** how a laid-out block is allowed to skip layout (sized.ts; "batched" by default) */
+  sized?: SizedMode;
 }
 
 interface Chunk {
@@ -309,7 +311,7 @@ export class MarkdownSink implements Sink {
         fragment.appendChild(node);
       }
       this.el.appendChild(fragment);
-      markWhenLaidOut(added);
+      markWhenLaidOut(added, this.options.sized);
     }
   }
 
@@ -343,7 +345,7 @@ export class MarkdownSink implements Sink {
     }
     this.el.insertBefore(fragment, this.tail[0] ?? null);
     for (const chunk of this.chunks) {
-      markWhenLaidOut(chunk.nodes);
+      markWhenLaidOut(chunk.nodes, this.options.sized);
       this.closed(chunk.nodes);
     }
   }

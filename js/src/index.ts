@@ -4,44 +4,20 @@
  * `render` only. Each rendered view keeps its own conversation buffer (its own
  * sequence numbers), so there is no model-level state to set up; see chat.ts
  * for the wiring of one view.
+ *
+ * A view renders as shipped unless its widget's `debug` trait (set in Python,
+ * `chat.debug = {"markdown": "full"}`; ViewDebug in nbstream/widgets/protocol.py)
+ * switches a part back to a previous way, which benchmarks measure side by side
+ * with the shipped one. It is read once, when the view renders.
  */
 import type { Initialize, Render } from "@anywidget/types";
-import { mountChat } from "./chat";
-import { setDefaultAckGap } from "./frame";
-import type { ChatTraits } from "./protocol";
-import { setSizedBatch } from "./sized";
+import { debugMountOptions, mountChat } from "./chat";
+import { type ChatTraits, toViewDebug } from "./protocol";
 
 /** Nothing is shared between the views of one model. */
 const initialize: Initialize<ChatTraits> = () => undefined;
 
-interface BenchOptions {
-  markdown?: unknown;
-  acks?: unknown;
-  sized?: unknown;
-  /** least ms between a view's ack rounds (an experiment; the default is ACK_GAP_MS) */
-  ackGapMs?: unknown;
-}
-
-/**
- * Benchmarks compare with the previous ways by setting
- * `window.__nbstreamOptions = { markdown: "full", acks: "every-frame", sized: "at-once" }`
- * before a view renders; `ackGapMs: 500` tries another gap between ack rounds.
- */
-function benchOptions(el: HTMLElement): BenchOptions | undefined {
-  return (el.ownerDocument.defaultView as { __nbstreamOptions?: BenchOptions })?.__nbstreamOptions;
-}
-
-const render: Render<ChatTraits> = ({ model, el }) => {
-  const opts = benchOptions(el);
-  if (opts?.acks === "every-frame") {
-    setDefaultAckGap(0);
-  } else if (typeof opts?.ackGapMs === "number") {
-    setDefaultAckGap(opts.ackGapMs);
-  }
-  if (opts?.sized === "at-once") {
-    setSizedBatch(0);
-  }
-  return mountChat(model, el, { markdown: opts?.markdown === "full" ? "full" : "incremental" });
-};
+const render: Render<ChatTraits> = ({ model, el }) =>
+  mountChat(model, el, debugMountOptions(toViewDebug(model.get("debug"))));
 
 export default { initialize, render };

@@ -36,8 +36,10 @@ import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { FINAL_STATUSES } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
+import type { SizedMode } from "./sized";
 import { isWaiting, LiveRate, statusLabel, statusTitle } from "./status";
 import { TextSink } from "./text";
+import { ToolParts } from "./toolcard";
 
 /** How assistant messages are rendered: incremental Markdown, or (benchmarks) the naive way. */
 export type MarkdownMode = "incremental" | "full";
@@ -46,6 +48,8 @@ export interface ListOptions {
   /** where closed code blocks get highlighted; null: never */
   highlighter: Highlighter | null;
   markdown: MarkdownMode;
+  /** how laid-out blocks skip layout (sized.ts; "at-once": the previous way, benchmarks) */
+  sized: SizedMode;
   /** characters of message text shown, summed over the messages (for benchmarks) */
   onChars?: ((delta: number) => void) | undefined;
   /** removes the list's DOM listeners when aborted */
@@ -57,6 +61,9 @@ export interface ListOptions {
   /** a question gets an Edit button (chat) */
   canEdit?: boolean;
 }
+
+/** The status line of a message that was live when its kernel went away. */
+export const DISCONNECTED_LABEL = "cut off: not connected to the kernel";
 
 /** The live rate in a status line changes at most this often (ms). */
 const RATE_EVERY_MS = 500;
@@ -78,6 +85,8 @@ interface MessageNode {
   copy: HTMLButtonElement | null;
   /** the reasoning block, once the message has reasoning */
   reasoning: ReasoningBlock | null;
+  /** its tool calls and the later rounds of the agent loop (toolcard.ts), once it has some */
+  tools: ToolParts | null;
   /** the Continue button, once the message was cut at the token limit */
   cont: HTMLButtonElement | null;
   /** the Edit button of a question */
@@ -132,6 +141,9 @@ export class MessageList {
   private readonly nodes = new Map<string, MessageNode>();
   /** ids of the nodes created and not painted yet */
   private readonly fresh = new Set<string>();
+  /** whether the widget is connected to a kernel (connection.ts): when not, a live
+   * message is shown as cut off, not as streaming */
+  private connected = true;
 
   constructor(
     doc: Document,
@@ -146,6 +158,22 @@ export class MessageList {
     const jump = makeButton(doc, "nbs-jump", "Jump to latest ↓", "Jump to the latest message");
     this.el.append(this.list, jump);
     this.scroll = new ScrollFollower(this.list, jump, options.signal);
+  }
+
+  /**
+   * The widget's kernel is (or no longer is) connected: every message still live
+   * says so on its status line, keeping its text (see connection.ts). `now`: ms.
+   */
+  setConnected(connected: boolean, now: number): void {
+    if (this.connected === connected) {
+      return;
+    }
+    this.connected = connected;
+    for (const node of this.nodes.values()) {
+      if (node.entry !== null && !FINAL_STATUSES.has(node.entry.status)) {
+        this.updateChrome(node, node.entry, now);
+      }
+    }
   }
 
   /** The message as last painted, if this list shows it. */
@@ -260,8 +288,11 @@ export class MessageList {
     node.entry = e;
     this.fresh.delete(e.id);
     const final = FINAL_STATUSES.has(e.status);
+    // a reply in the tool loop: its head (the text before its first call) shows here
+    // as any reply's text; the calls and later rounds in node.tools (toolcard.ts)
+    const head = headOf(e);
     try {
-      this.updateText(node, e, replaced, change.appended, final, now);
+      this.updateText(node, head, replaced, change.appended, final, now);
     } catch (err) {
       // A renderer that fails must not take the view down: show this
       // message as plain text from now on.
@@ -270,19 +301,39 @@ export class MessageList {
       node.markdown = false;
       node.sink = new TextSink(node.textEl);
       node.textEl.className = "nbs-text";
-      node.sink.replace(e.text);
-      this.countChars(node, e.text.length);
+      node.sink.replace(head.text);
+      this.countChars(node, head.text.length);
     }
-    if (e.role === "assistant" && (e.reasoning !== "" || node.reasoning !== null)) {
+    if (e.role === "assistant" && (head.reasoning !== "" || node.reasoning !== null)) {
       if (node.reasoning === null) {
         node.reasoning = new ReasoningBlock(
           this.doc,
-          { highlighter: this.options.highlighter, markdown: this.options.markdown },
+          {
+            highlighter: this.options.highlighter,
+            markdown: this.options.markdown,
+            sized: this.options.sized,
+          },
           this.options.signal,
         );
         node.textEl.before(node.reasoning.el);
       }
-      node.reasoning.paint(e, replaced, change.reasoningAppended, now);
+      node.reasoning.paint(head, replaced, change.reasoningAppended, now);
+    }
+    if (e.role === "assistant" && (e.toolHead !== undefined || node.tools !== null)) {
+      if (node.tools === null) {
+        node.tools = new ToolParts(this.doc, {
+          highlighter: this.options.highlighter,
+          markdown: this.options.markdown,
+          sized: this.options.sized,
+          signal: this.options.signal,
+        });
+        node.textEl.after(node.tools.el);
+      }
+      try {
+        node.tools.paint(e, replaced, change.tail ?? [], now);
+      } catch (err) {
+        console.error("nbstream: rendering a reply's tool calls failed", err);
+      }
     }
     const statusChanged = node.shownStatus !== e.status;
     this.updateChrome(node, e, now);
@@ -348,6 +399,7 @@ export class MessageList {
       status,
       copy: null,
       reasoning: null,
+      tools: null,
       cont: null,
       edit: null,
       nav: null,
@@ -405,10 +457,10 @@ export class MessageList {
       node.sink = new FullSink(node.textEl);
     } else {
       const highlighter = this.options.highlighter;
-      node.sink = new MarkdownSink(
-        node.textEl,
-        highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) },
-      );
+      node.sink = new MarkdownSink(node.textEl, {
+        sized: this.options.sized,
+        ...(highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) }),
+      });
     }
     return true;
   }
@@ -444,10 +496,13 @@ export class MessageList {
     if (node.copy !== null && node.copy.hidden !== (e.text === "")) {
       node.copy.hidden = e.text === "";
     }
-    if (node.shownStatus !== e.status) {
-      node.shownStatus = e.status;
+    const cut = !this.connected && !FINAL_STATUSES.has(e.status);
+    const shown = cut ? `${e.status}-disconnected` : e.status;
+    if (node.shownStatus !== shown) {
+      node.shownStatus = shown;
       node.el.dataset.status = e.status;
-      if (e.status === "queued" || e.status === "loading" || e.status === "running") {
+      node.el.classList.toggle("nbs-disconnected", cut);
+      if (!cut && (e.status === "queued" || e.status === "loading" || e.status === "running")) {
         node.el.setAttribute("aria-busy", "true");
       } else {
         node.el.removeAttribute("aria-busy");
@@ -459,7 +514,9 @@ export class MessageList {
       node.shownRate = node.rate.perSecond();
       node.rateAt = now;
     }
-    const label = statusLabel(e, e.status === "running" ? node.shownRate : null);
+    const label = cut
+      ? DISCONNECTED_LABEL
+      : statusLabel(e, e.status === "running" ? node.shownRate : null);
     if (node.shownLabel !== label) {
       node.shownLabel = label;
       node.status.textContent = label;
@@ -491,7 +548,7 @@ export class MessageList {
       }
     }
     this.updateFooter(node);
-    const waiting = isWaiting(e);
+    const waiting = !cut && isWaiting(e);
     if (node.shownWaiting !== waiting) {
       node.shownWaiting = waiting;
       node.status.classList.toggle("nbs-waiting", waiting);
@@ -513,4 +570,22 @@ export class MessageList {
       }
     }
   }
+}
+
+/**
+ * The part of a reply shown as any reply's text and reasoning: all of it, or, in the
+ * tool loop, what came before its first call (the rest is toolcard.ts's); its
+ * thinking is over once the calls came.
+ */
+function headOf(e: Readonly<Entry>): Readonly<Entry> {
+  const at = e.toolHead;
+  if (at === undefined) {
+    return e;
+  }
+  return {
+    ...e,
+    text: e.text.slice(0, at.text),
+    reasoning: e.reasoning.slice(0, at.reasoning),
+    status: FINAL_STATUSES.has(e.status) ? e.status : "done",
+  };
 }

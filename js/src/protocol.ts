@@ -1,8 +1,10 @@
 /**
- * The wire protocol between the kernel and the browser view, as types.
+ * The wire protocol between the kernel and the browser view.
  *
- * Mirrors `nbstream/widgets/protocol.py`; change both together. The direction rules
- * and the sequence rules are written down there; in short:
+ * Declared once, in `nbstream/widgets/protocol.py`: the types and constants here
+ * come from `protocol.gen.ts`, generated from it by `python scripts/gen_protocol.py`
+ * (never edit them here). The direction rules and the sequence rules are written
+ * down there; in short:
  *
  * - Kernel -> view: ordinary ipywidgets `update` messages, one per pump step,
  *   whose keys are per message, so a change costs its own size and never the
@@ -13,12 +15,13 @@
  *   `"removed"` (a counter: rescan for removed messages). The front-end model
  *   keeps every key, so a saved notebook holds the whole conversation; a view
  *   reads the keys from the model (keys.ts), whatever order they came in.
- * - View -> kernel, custom messages: {@link SendMsg}, {@link StopMsg},
+ * - View -> kernel, custom messages ({@link ViewMsg}): {@link SendMsg}, {@link StopMsg},
  *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg},
  *   {@link SystemPromptMsg}, {@link SwitchMsg}, {@link EditMsg} (user commands),
+ *   {@link ToolApprovalMsg} (a person's answer to a tool call's approval card),
  *   {@link HelloMsg} when a view renders, {@link ResyncMsg} when
  *   `live` or a final meta names deltas the model lacks, {@link AckMsg} after
- *   the frame that rendered a delta.
+ *   the frame that rendered a delta. The kernel checks each against its type.
  * - Older kernels: a `conversation` list trait of whole messages and `delta`
  *   custom messages ({@link DeltaMsg}); still shown (saved notebooks), never
  *   sent by a kernel of this version.
@@ -27,193 +30,89 @@
  * use: a stale bundle or a newer kernel must degrade, not throw.
  */
 
-/** Lifecycle of an assistant message. User messages are always `"done"`. */
-export type Status =
-  | "queued" // waiting for the model (another reply holds it)
-  | "loading" // the model is being loaded
-  | "running" // generation started; waiting for or receiving pieces
-  | "done" // finished normally
-  | "stopped" // stopped by the user (button, Escape, stop(), interrupt)
-  | "error" // the source raised; see `error`
-  | "timeout"; // a time limit ended it; see `error` for which
+import type {
+  DeltaMsg,
+  FinishReason,
+  LoadingMeta,
+  MessageState,
+  Mode,
+  PaneInfo,
+  Role,
+  Status,
+  ToolCallMeta,
+  ToolDisplay,
+  ToolState,
+  ViewDebug,
+  ViewTraits,
+  WelcomeMsg,
+  MessageMeta as WireMeta,
+} from "./protocol.gen";
+import {
+  FINAL_STATUSES as FINAL_STATUS_LIST,
+  FINAL_TOOL_STATES as FINAL_TOOL_STATE_LIST,
+  MAX_VIEW_ID,
+  TOOL_STATES,
+} from "./protocol.gen";
+
+export type {
+  AckMsg,
+  ByeMsg,
+  ClearMsg,
+  ContinueMsg,
+  DeltaBody,
+  DeltaMsg,
+  DeltaRun,
+  EditMsg,
+  FinishReason,
+  HelloMsg,
+  LoadingMeta,
+  MessageState,
+  Mode,
+  PaneInfo,
+  PartType,
+  RegenerateMsg,
+  ResyncMsg,
+  Role,
+  RoundRun,
+  SendMsg,
+  Status,
+  StopMsg,
+  SwitchMsg,
+  SystemPromptMsg,
+  TextRun,
+  ToolApprovalMsg,
+  ToolArgsRun,
+  ToolCallMeta,
+  ToolDecision,
+  ToolDisplay,
+  ToolResultRun,
+  ToolState,
+  ViewDebug,
+  ViewMsg,
+  ViewTraits,
+  WelcomeMsg,
+} from "./protocol.gen";
+export {
+  CURRENT_KEY,
+  LAST_ID_KEY,
+  LIVE_KEY,
+  PART_TYPES,
+  REMOVED_KEY,
+  STATE_TRAIT,
+} from "./protocol.gen";
 
 /** Statuses after which a message never changes again. */
-export const FINAL_STATUSES: ReadonlySet<string> = new Set<Status>([
-  "done",
-  "stopped",
-  "error",
-  "timeout",
-]);
+export const FINAL_STATUSES: ReadonlySet<string> = new Set<Status>(FINAL_STATUS_LIST);
 
-export type Role = "user" | "assistant" | "system";
+/**
+ * A message's meta key as the view holds it once checked ({@link toMessageMeta}):
+ * as sent, except that an entry of `tools` of the wrong shape is null (each entry
+ * keeps its call's number).
+ */
+export type MessageMeta = Omit<WireMeta, "tools"> & { tools?: (ToolCallMeta | null)[] };
 
-/** The types of part a message is made of; a view ignores a type it does not know. */
-export type PartType = "reasoning" | "answer";
-
-/** What one delta appends: a string (all answer), or `[type, text]` runs in order. */
-export type DeltaBody = string | [string, string][];
-
-/** What a loading reply waits for, as its source last said (`nbstream/core/loading.py`). */
-export interface LoadingProgress {
-  /** one short line: "preparing the model (first run, once)", "loading model" */
-  text: string;
-  /** how far, 0..1; null: unknown */
-  fraction: number | null;
-}
-
-/** A message's key `m<i>`: everything but an assistant's text. */
-export interface MessageMeta {
-  role: Role;
-  /** number of the last delta of this message: the view has all of it once it has 1..seq */
-  seq: number;
-  status: Status;
-  stats: Record<string, unknown>;
-  /** one-line error for `error` / `timeout` */
-  error?: string | null;
-  /** details (traceback) shown on demand */
-  detail?: string | null;
-  pane?: number;
-  /** a user message's text */
-  text?: string;
-  /** why a finished reply ended; null: the stream ended with no end marker; absent: live */
-  finish_reason?: string | null;
-  /** the message this one follows (null: a first one); absent in older states */
-  parent?: string | null;
-  /** while `loading`, where the source reported it (latest report, at most every 0.25 s) */
-  progress?: LoadingProgress;
-  /** an assistant's generation options in force (temperature, max_new_tokens...) */
-  options?: Record<string, unknown>;
-}
-
-/** One message as the view holds it. */
-export interface MessageState {
-  id: string;
-  role: Role;
-  /** the answer (or the prompt) */
-  text: string;
-  /** the reasoning ("" if none) */
-  reasoning: string;
-  /** number of the last delta already contained in `text` (0: none) */
-  seq: number;
-  status: Status;
-  /** one-line error for `error` / `timeout`, else null */
-  error: string | null;
-  /** optional details (traceback) shown on demand */
-  detail: string | null;
-  /** figures for the finished reply (ttft_ms, tokens, tokens_per_s, ...) */
-  stats: Record<string, unknown>;
-  /** `Compare`: the pane (index into the `panes` trait) of an assistant message */
-  pane?: number;
-  /** why a finished reply ended (see {@link MessageMeta}) */
-  finish_reason?: string | null;
-  /** the message this one follows (null: a first one); absent in older states */
-  parent?: string | null;
-  /** while `loading`: what the source waits for (see {@link MessageMeta}) */
-  progress?: LoadingProgress;
-  /** the generation options in force (see {@link MessageMeta}) */
-  options?: Record<string, unknown>;
-}
-
-/** One delta to apply: what the `m<i>.<s>` key (or an older kernel's message) carries. */
-export interface DeltaMsg {
-  kind: "delta";
-  id: string;
-  seq: number;
-  /** the answer text it appends */
-  text: string;
-  /** the reasoning it appends (absent: none) */
-  reasoning?: string;
-}
-
-/** View -> kernel: the user sent a prompt. */
-export interface SendMsg {
-  kind: "send";
-  text: string;
-}
-
-/** View -> kernel: stop the reply `id`, or `Compare`'s pane `pane`, or (with neither) whatever runs. */
-export interface StopMsg {
-  kind: "stop";
-  id?: string;
-  pane?: number;
-}
-
-/** View -> kernel: ask the last answer's prompt again; the old answer stays, as an alternative. */
-export interface RegenerateMsg {
-  kind: "regenerate";
-}
-
-/** View -> kernel: stop what runs and forget the conversation. */
-export interface ClearMsg {
-  kind: "clear";
-}
-
-/** View -> kernel: ask the model to go on from reply `id` (cut at the token limit). */
-export interface ContinueMsg {
-  kind: "continue";
-  id: string;
-}
-
-/** View -> kernel: show the branch through message `id` (an alternative at its place). */
-export interface SwitchMsg {
-  kind: "switch";
-  id: string;
-}
-
-/** View -> kernel: ask `text` in place of the user message `id` (a new alternative). */
-export interface EditMsg {
-  kind: "edit";
-  id: string;
-  text: string;
-}
-
-/** View -> kernel: the user edited the system prompt ("": none); applies to the next question. */
-export interface SystemPromptMsg {
-  kind: "system_prompt";
-  text: string;
-}
-
-/** View -> kernel: a view was rendered; bring it up to date. */
-export interface HelloMsg {
-  kind: "hello";
-}
-
-/** View -> kernel: a delta of message `id` is missing after `have`. */
-export interface ResyncMsg {
-  kind: "resync";
-  id: string;
-  have: number;
-}
-
-/** View -> kernel: delta `seq` of `id` was rendered, taking `render_ms`. */
-export interface AckMsg {
-  kind: "ack";
-  id: string;
-  seq: number;
-  render_ms: number;
-}
-
-export type ViewMsg =
-  | SendMsg
-  | StopMsg
-  | RegenerateMsg
-  | ClearMsg
-  | ContinueMsg
-  | SwitchMsg
-  | EditMsg
-  | SystemPromptMsg
-  | HelloMsg
-  | ResyncMsg
-  | AckMsg;
-
-/** Older kernels' trait that held the whole conversation (a list of {@link MessageState}). */
-export const STATE_TRAIT = "conversation";
-/** The state keys that are not per message (see protocol.py). */
-export const LAST_ID_KEY = "last_id";
-export const LIVE_KEY = "live";
-export const REMOVED_KEY = "removed";
-/** The last message of the branch shown (absent in older states: every message shows). */
-export const CURRENT_KEY = "current";
+/** The synced traits the view reads (any of them may be absent). */
+export type ChatTraits = ViewTraits;
 
 /** The state key of message number `n`. */
 export function metaKey(n: number): string {
@@ -225,39 +124,17 @@ export function deltaKey(id: string, seq: number): string {
   return `${id}.${seq}`;
 }
 
-/** How the view lays the conversation out (the `mode` trait). */
-export type Mode =
-  | "chat" // a conversation with an input box (ChatWidget)
-  | "stream" // an optional prompt and one answer, no input box (StreamView, stream())
-  | "compare"; // one column per pane, one shared input box (Compare)
-
-/** One pane of a `Compare` widget (an entry of the `panes` trait). */
-export interface PaneInfo {
-  label: string;
-}
-
-/** The synced traits the view reads. Any of them may be absent. */
-export interface ChatTraits {
-  [STATE_TRAIT]: MessageState[];
-  [LAST_ID_KEY]: number;
-  [LIVE_KEY]: Record<string, number>;
-  [REMOVED_KEY]: number;
-  [CURRENT_KEY]: string | null;
-  mode: string;
-  title: string;
-  placeholder: string;
-  source_label: string;
-  panes: PaneInfo[];
-  /** the system prompt (null: none) */
-  system_prompt: string | null;
-}
-
 function isRecord(x: unknown): x is Record<string, unknown> {
   return typeof x === "object" && x !== null && !Array.isArray(x);
 }
 
 function isSeq(x: unknown): x is number {
   return typeof x === "number" && Number.isInteger(x) && x >= 0;
+}
+
+/** Whether a custom message from the kernel is a {@link WelcomeMsg} (connection.ts). */
+export function isWelcomeMsg(x: unknown): x is WelcomeMsg {
+  return isRecord(x) && x.kind === "welcome";
 }
 
 /** A well-formed delta, or false for anything else the kernel might send. */
@@ -273,12 +150,23 @@ export function isDeltaMsg(x: unknown): x is DeltaMsg {
   );
 }
 
+/** What one delta appends, as the view takes it. */
+export interface DeltaParts {
+  text: string;
+  reasoning: string;
+  /**
+   * Every run in order, when the delta holds one of the tool loop's (null
+   * otherwise: a plain delta costs nothing more).
+   */
+  runs?: ToolRun[] | null;
+}
+
 /**
- * A delta key's value as the answer and reasoning it appends; null when it is
- * not a body (absent, removed, malformed). Runs of a type the view does not
- * know are skipped.
+ * A delta key's value as the answer and reasoning it appends (and, with tool
+ * calls, its runs in order); null when it is not a body (absent, removed,
+ * malformed). Runs of a type the view does not know are skipped.
  */
-export function toDeltaParts(x: unknown): { text: string; reasoning: string } | null {
+export function toDeltaParts(x: unknown): DeltaParts | null {
   if (typeof x === "string") {
     return { text: x, reasoning: "" };
   }
@@ -287,16 +175,27 @@ export function toDeltaParts(x: unknown): { text: string; reasoning: string } | 
   }
   let text = "";
   let reasoning = "";
+  let runs: ToolRun[] | null = null;
+  const ordered: ToolRun[] = [];
   for (const run of x) {
     if (Array.isArray(run) && typeof run[1] === "string") {
-      if (run[0] === "answer") {
-        text += run[1];
-      } else if (run[0] === "reasoning") {
-        reasoning += run[1];
+      if (run[0] === "answer" || run[0] === "reasoning") {
+        if (run[0] === "answer") {
+          text += run[1];
+        } else {
+          reasoning += run[1];
+        }
+        ordered.push({ type: run[0], text: run[1] });
+      } else {
+        const tool = toToolRun(run);
+        if (tool !== null) {
+          ordered.push(tool);
+          runs = ordered;
+        }
       }
     }
   }
-  return { text, reasoning };
+  return { text, reasoning, runs };
 }
 
 /** A message's meta key, checked and completed; null when it is absent or removed. */
@@ -319,23 +218,28 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
     meta.text = x.text;
   }
   if (x.finish_reason === null || typeof x.finish_reason === "string") {
-    meta.finish_reason = x.finish_reason;
+    // kept as sent, like an unknown status: a newer kernel may add a reason
+    meta.finish_reason = x.finish_reason as FinishReason | null;
   }
   if (x.parent === null || typeof x.parent === "string") {
     meta.parent = x.parent;
   }
-  const progress = toLoadingProgress(x.progress);
+  const progress = toLoadingMeta(x.progress);
   if (progress !== null) {
     meta.progress = progress;
   }
   if (isRecord(x.options)) {
     meta.options = x.options;
   }
+  const tools = toToolMetas(x.tools);
+  if (tools !== null) {
+    meta.tools = tools;
+  }
   return meta;
 }
 
 /** A meta's `progress`, checked: null when absent or malformed; a fraction outside 0..1 is unknown. */
-export function toLoadingProgress(x: unknown): LoadingProgress | null {
+export function toLoadingMeta(x: unknown): LoadingMeta | null {
   if (!isRecord(x) || typeof x.text !== "string" || x.text.trim() === "") {
     return null;
   }
@@ -346,6 +250,31 @@ export function toLoadingProgress(x: unknown): LoadingProgress | null {
 
 function optionalString(x: unknown): string | null {
   return typeof x === "string" ? x : null;
+}
+
+/**
+ * The `debug` trait, checked: the switches it sets to a value this view knows
+ * (see {@link ViewDebug}); anything else is left as shipped.
+ */
+export function toViewDebug(x: unknown): ViewDebug {
+  const out: ViewDebug = {};
+  if (!isRecord(x)) {
+    return out;
+  }
+  if (x.markdown === "full" || x.markdown === "incremental") {
+    out.markdown = x.markdown;
+  }
+  if (x.acks === "every-frame" || x.acks === "sparse") {
+    out.acks = x.acks;
+  }
+  const gap = x.ack_gap_ms;
+  if (typeof gap === "number" && Number.isFinite(gap) && gap >= 0) {
+    out.ack_gap_ms = gap;
+  }
+  if (x.sized === "at-once" || x.sized === "batched") {
+    out.sized = x.sized;
+  }
+  return out;
 }
 
 /** The `mode` trait, checked: an unknown or absent mode lays out as a chat. */
@@ -385,7 +314,7 @@ export function toMessageState(x: unknown): MessageState | null {
     state.pane = x.pane;
   }
   if (x.finish_reason === null || typeof x.finish_reason === "string") {
-    state.finish_reason = x.finish_reason;
+    state.finish_reason = x.finish_reason as FinishReason | null;
   }
   if (x.parent === null || typeof x.parent === "string") {
     state.parent = x.parent;
@@ -395,3 +324,83 @@ export function toMessageState(x: unknown): MessageState | null {
   }
   return state;
 }
+
+// ---- tool calls (#20): the checks of what arrives --------------------------------------
+
+/** States a tool call never leaves. */
+export const FINAL_TOOL_STATES: ReadonlySet<string> = new Set<ToolState>(FINAL_TOOL_STATE_LIST);
+
+const KNOWN_TOOL_STATES: ReadonlySet<string> = new Set<ToolState>(TOOL_STATES);
+
+/**
+ * A delta run as the view takes it, in order ({@link DeltaParts}): answer and
+ * reasoning text, a call's argument text (`tool`, {@link ToolArgsRun}), its
+ * result (`tool_result`: what the model was told, and the display the view may
+ * show), where round `n` starts (`round`).
+ */
+export type ToolRun =
+  | { type: "answer" | "reasoning"; text: string }
+  | { type: "tool"; n: number; text: string }
+  | {
+      type: "tool_result";
+      n: number;
+      text: string;
+      /** a {@link ToolDisplay} as sent: each entry is checked where it is shown (toolcard.ts) */
+      display: Record<string, unknown>;
+    }
+  | { type: "round"; n: number };
+
+/** A meta's `tools` list, checked: entries of the wrong shape are left out (null). */
+export function toToolMetas(x: unknown): (ToolCallMeta | null)[] | null {
+  if (!Array.isArray(x)) {
+    return null;
+  }
+  return x.map((t) => {
+    if (!isRecord(t) || typeof t.id !== "string" || typeof t.name !== "string") {
+      return null;
+    }
+    const meta: ToolCallMeta = {
+      id: t.id.slice(0, MAX_VIEW_ID),
+      name: t.name.slice(0, MAX_VIEW_ID),
+      state: (typeof t.state === "string" && KNOWN_TOOL_STATES.has(t.state)
+        ? t.state
+        : "cancelled") as ToolState,
+      round: isSeq(t.round) ? t.round : 0,
+    };
+    if (t.asks === true) {
+      meta.asks = true;
+    }
+    if (t.always === true) {
+      meta.always = true;
+    }
+    if (typeof t.error === "string") {
+      meta.error = t.error.slice(0, 500);
+    }
+    if (typeof t.ms === "number" && Number.isFinite(t.ms) && t.ms >= 0) {
+      meta.ms = t.ms;
+    }
+    if (isSeq(t.cut) && t.cut > 0) {
+      meta.cut = t.cut;
+    }
+    return meta;
+  });
+}
+
+/** One delta run as a {@link ToolRun} when it is one of the tool loop's (or null). */
+function toToolRun(run: unknown[]): ToolRun | null {
+  const [type, text, n] = run;
+  if (typeof text !== "string" || !isSeq(n) || n > 100_000) {
+    return null;
+  }
+  if (type === "tool") {
+    return { type, n, text };
+  }
+  if (type === "tool_result") {
+    return { type, n, text, display: isRecord(run[3]) ? run[3] : {} };
+  }
+  if (type === "round") {
+    return { type, n };
+  }
+  return null;
+}
+// ---- end of tool calls ------------------------------------------------------------------

@@ -25,12 +25,15 @@ import type { Entry } from "./buffer";
 import type { Highlighter } from "./highlight";
 import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { FINAL_STATUSES } from "./protocol";
+import type { SizedMode } from "./sized";
 import { TextSink } from "./text";
 
 export interface ReasoningOptions {
   highlighter: Highlighter | null;
   /** "full": the naive renderer (benchmarks) */
   markdown: "incremental" | "full";
+  /** how laid-out blocks skip layout (sized.ts) */
+  sized: SizedMode;
 }
 
 /** "4 s", "12 s", "1.5 s" */
@@ -172,9 +175,9 @@ export class ReasoningBlock {
       return new FullSink(this.textEl);
     }
     const highlighter = this.options.highlighter;
-    return new MarkdownSink(
-      this.textEl,
-      highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) },
-    );
+    return new MarkdownSink(this.textEl, {
+      sized: this.options.sized,
+      ...(highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) }),
+    });
   }
 }

@@ -35,18 +35,12 @@ export const SIZED_CLASS = "nbs-sized";
 /** Least time between two batches of blocks allowed to skip layout, ms. */
 export const SIZED_BATCH_MS = 500;
 
-let batchMs = SIZED_BATCH_MS;
-
 /**
- * Sets the time between batches from now on; 0 adds the class in the
- * observer's callback (the previous way, which benchmarks compare with).
- * Returns the previous value.
+ * How a view lets its blocks skip layout: in batches, as shipped, or "at-once",
+ * in the observer's callback (the previous way, which benchmarks compare with:
+ * the view's `debug.sized`, nbstream/widgets/protocol.py ViewDebug).
  */
-export function setSizedBatch(ms: number): number {
-  const previous = batchMs;
-  batchMs = Math.max(0, ms);
-  return previous;
-}
+export type SizedMode = "batched" | "at-once";
 
 interface WindowState {
   observer: ResizeObserver;
@@ -54,6 +48,9 @@ interface WindowState {
   pending: Set<Element>;
   timer: number | null;
 }
+
+/** blocks to mark in the observer's callback (their view's mode is "at-once") */
+const atOnce = new WeakSet<Element>();
 
 /** one per window (a widget's views may live in several, e.g. a detached output) */
 const windows = new WeakMap<object, WindowState>();
@@ -76,14 +73,14 @@ function stateFor(el: Element): WindowState | null {
     const observer = new win.ResizeObserver((entries) => {
       for (const entry of entries) {
         observer.unobserve(entry.target);
-        if (batchMs === 0) {
+        if (atOnce.has(entry.target)) {
           entry.target.classList.add(SIZED_CLASS);
         } else {
           pending.add(entry.target);
         }
       }
       if (pending.size > 0 && created.timer === null) {
-        created.timer = win.setTimeout(flush, batchMs);
+        created.timer = win.setTimeout(flush, SIZED_BATCH_MS);
       }
     });
     const created: WindowState = { observer, pending, timer: null };
@@ -93,13 +90,19 @@ function stateFor(el: Element): WindowState | null {
   return state;
 }
 
-/** Marks each element among `nodes` with {@link SIZED_CLASS} once it was laid out. */
-export function markWhenLaidOut(nodes: Iterable<Node>): void {
+/**
+ * Marks each element among `nodes` with {@link SIZED_CLASS} once it was laid out:
+ * in the next batch, or with `mode` "at-once" in the observer's callback.
+ */
+export function markWhenLaidOut(nodes: Iterable<Node>, mode: SizedMode = "batched"): void {
   for (const node of nodes) {
     if (node.nodeType !== 1) {
       continue;
     }
     const el = node as Element;
+    if (mode === "at-once") {
+      atOnce.add(el);
+    }
     // no ResizeObserver (jsdom, very old browsers): every block is laid out
     stateFor(el)?.observer.observe(el);
   }

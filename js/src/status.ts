@@ -13,7 +13,7 @@
  * once)… 42%".
  */
 import type { Entry } from "./buffer";
-import type { LoadingProgress } from "./protocol";
+import type { LoadingMeta } from "./protocol";
 
 function finite(x: unknown): number | null {
   return typeof x === "number" && Number.isFinite(x) ? x : null;
@@ -69,6 +69,9 @@ export function finishNote(e: Readonly<Entry>): string {
   if (reason === null) {
     return "the stream ended without an end marker";
   }
+  if (reason === "max_tool_rounds") {
+    return "stopped after the most tool rounds allowed (max_tool_rounds)";
+  }
   if (reason === "length") {
     const usage = e.stats.usage as Record<string, unknown> | undefined;
     const n = finite(e.stats.tokens) ?? finite(usage?.completion_tokens);
@@ -82,7 +85,7 @@ export function finishNote(e: Readonly<Entry>): string {
  * from the source's report (the percentage only where it said how far, floored:
  * 100% only once done), "loading model…" where it said nothing.
  */
-export function loadingLabel(progress: Readonly<LoadingProgress> | undefined): string {
+export function loadingLabel(progress: Readonly<LoadingMeta> | undefined): string {
   if (progress === undefined) {
     return "loading model…";
   }
@@ -102,11 +105,20 @@ export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null)
       return "queued";
     case "loading":
       return loadingLabel(e.progress);
-    case "running":
+    case "running": {
+      // the tool loop (#20): what the reply waits for, when it waits for its tools
+      const tools = e.tools ?? [];
+      if (tools.some((t) => t?.state === "awaiting_approval")) {
+        return "waiting for your approval";
+      }
+      if (tools.some((t) => t?.state === "running" || t?.state === "ready")) {
+        return "running tools…";
+      }
       if (e.text.length === 0) {
         return e.reasoning === "" ? "waiting for first token…" : "thinking…";
       }
       return charsPerS === null ? "streaming" : `streaming · ≈ ${rate(charsPerS)} chars/s`;
+    }
     case "done":
     case "stopped": {
       if (e.role !== "assistant") {

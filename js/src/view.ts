@@ -33,10 +33,12 @@
  */
 import type { Siblings } from "./branches";
 import type { Changes, Entry, MessageChange } from "./buffer";
+import { type ConnectionState, type LostReason, lostMessage } from "./connection";
 import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { PaneInfo } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
+import type { SizedMode } from "./sized";
 import { SystemPromptBar } from "./system";
 import { conversationMarkdown } from "./transcript";
 
@@ -59,6 +61,8 @@ export interface ViewActions {
   edit(id: string, text: string): void;
   /** chat: the user edited the system prompt ("": none) */
   setSystemPrompt(text: string): void;
+  /** a person's answer to the approval card of tool call `call` in reply `id` (the kernel checks it) */
+  approveTool(id: string, call: string, decision: "allow" | "always" | "deny"): void;
 }
 
 /** The conversation as the buttons see it. */
@@ -77,6 +81,8 @@ export interface ViewOptions {
   /** where closed code blocks get highlighted; null: never */
   idle: IdleScheduler | null;
   markdown?: MarkdownMode;
+  /** how laid-out blocks skip layout (sized.ts; "batched" as shipped) */
+  sized?: SizedMode;
   /** characters of message text shown, summed over the messages (for benchmarks) */
   onChars?: (delta: number) => void;
 }
@@ -99,10 +105,32 @@ export interface WidgetView {
   setSiblings(siblings: ReadonlyMap<string, Siblings>): void;
   /** The kernel's system prompt (null: none); shown by the chat layout only. */
   setSystemPrompt(prompt: string | null): void;
+  /**
+   * Whether the widget is connected to a kernel (connection.ts). When it is not, the
+   * view says so, shows live messages as cut off and offers nothing that asks the
+   * kernel (the next paint keeps those controls disabled). `now`: ms, monotonic.
+   */
+  setConnection(state: ConnectionState, reason: LostReason | null, now: number): void;
   /** Removes the view's DOM listeners, timers and pending highlighting. */
   dispose(): void;
   /** Highlights the queued code blocks now (tests). */
   flushHighlighting(): void;
+}
+
+/** Buttons that only work in this page (copying): everything else asks the kernel. */
+const LOCAL_BUTTONS = [
+  "nbs-copy-all",
+  "nbs-copy-msg",
+  "nbs-copy-code",
+  "nbs-copy-reasoning",
+  "nbs-img",
+  "nbs-jump",
+  "nbs-reasoning-toggle",
+  "nbs-system-toggle",
+];
+
+function asksTheKernel(b: HTMLButtonElement): boolean {
+  return !LOCAL_BUTTONS.some((c) => b.classList.contains(c));
 }
 
 /** How long a copy button says "Copied" (ms). */
@@ -148,6 +176,10 @@ export abstract class BaseView implements WidgetView {
   private readonly titleEl: HTMLElement;
   private readonly sourceEl: HTMLElement;
   private readonly timers = new Set<number>();
+  /** whether a kernel hears this widget (see {@link WidgetView.setConnection}) */
+  protected connected = true;
+  /** `div.nbs-offline`, made when the widget first loses its kernel */
+  private offline: HTMLElement | null = null;
 
   constructor(
     doc: Document,
@@ -193,6 +225,41 @@ export abstract class BaseView implements WidgetView {
 
   setSiblings(_siblings: ReadonlyMap<string, Siblings>): void {}
 
+  setConnection(state: ConnectionState, reason: LostReason | null, now: number): void {
+    this.root.dataset.connection = state;
+    const connected = state !== "lost";
+    if (!connected) {
+      if (this.offline === null) {
+        this.offline = this.make("div", "nbs-offline");
+        this.offline.setAttribute("role", "note");
+        this.header.after(this.offline);
+      }
+      const text = lostMessage(reason);
+      if (this.offline.textContent !== text) {
+        this.offline.textContent = text;
+        this.announce(text);
+      }
+    }
+    if (this.offline !== null) {
+      this.setHidden(this.offline, connected);
+    }
+    if (connected === this.connected) {
+      return;
+    }
+    this.connected = connected;
+    for (const list of this.lists) {
+      list.setConnected(connected, now);
+    }
+    for (const input of this.root.querySelectorAll<HTMLTextAreaElement>("textarea.nbs-input")) {
+      input.disabled = !connected;
+    }
+    for (const b of this.root.querySelectorAll<HTMLButtonElement>("button")) {
+      if (asksTheKernel(b)) {
+        this.setDisabled(b, b.disabled);
+      }
+    }
+  }
+
   /** chat: the user asked to edit the question `id` */
   protected startEdit(_id: string): void {}
   setSystemPrompt(_prompt: string | null): void {}
@@ -217,6 +284,7 @@ export abstract class BaseView implements WidgetView {
       canEdit,
       highlighter: this.highlighter,
       markdown: this.options.markdown ?? "incremental",
+      sized: this.options.sized ?? "batched",
       onChars: this.options.onChars,
       signal: this.listeners.signal,
       label,
@@ -251,9 +319,11 @@ export abstract class BaseView implements WidgetView {
     return makeButton(this.doc, className, text, label);
   }
 
+  /** Sets `b.disabled`; a control that asks the kernel stays disabled while not connected. */
   protected setDisabled(b: HTMLButtonElement, disabled: boolean): void {
-    if (b.disabled !== disabled) {
-      b.disabled = disabled;
+    const d = disabled || (!this.connected && asksTheKernel(b));
+    if (b.disabled !== d) {
+      b.disabled = d;
     }
   }
 
@@ -327,6 +397,21 @@ export abstract class BaseView implements WidgetView {
       if (id !== undefined) {
         button.disabled = true;
         this.actions.continueReply(id);
+      }
+    } else if (button.classList.contains("nbs-tool-decide")) {
+      const id = button.closest<HTMLElement>(".nbs-message")?.dataset.id;
+      const call = button.dataset.call;
+      const decision = button.dataset.decision;
+      if (
+        id !== undefined &&
+        call !== undefined &&
+        (decision === "allow" || decision === "always" || decision === "deny")
+      ) {
+        // one answer per card: its buttons wait for the kernel's word (the next meta)
+        for (const b of button.parentElement?.querySelectorAll("button") ?? []) {
+          b.disabled = true;
+        }
+        this.actions.approveTool(id, call, decision);
       }
     } else if (button.classList.contains("nbs-img")) {
       ev.preventDefault(); // a placeholder inside a link loads the image, and only that

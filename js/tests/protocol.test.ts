@@ -1,67 +1,67 @@
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import {
-  CURRENT_KEY,
   deltaKey,
   FINAL_STATUSES,
-  LAST_ID_KEY,
-  LIVE_KEY,
-  type MessageMeta,
-  type MessageState,
+  FINAL_TOOL_STATES,
   metaKey,
-  REMOVED_KEY,
-  STATE_TRAIT,
   type Status,
-  type StopMsg,
+  toDeltaParts,
+  toLoadingMeta,
   toMessageMeta,
   toMessageState,
-  type ViewMsg,
+  toMode,
+  toPanes,
 } from "../src/protocol";
 
-// protocol.ts mirrors nbstream/widgets/protocol.py (statuses: nbstream/core/pieces.py); these
-// checks catch drift between them.
-const pyFile = (...parts: string[]): string =>
-  readFileSync(join(__dirname, "..", "..", "nbstream", ...parts), "utf8");
-const py = `${pyFile("core", "pieces.py")}\n${pyFile("widgets", "protocol.py")}`;
+// The types and constants are generated from nbstream/widgets/protocol.py
+// (scripts/gen_protocol.py; `make lint` fails when protocol.gen.ts is stale), so
+// nothing here checks them against the Python source: these are the checks of
+// what arrives over the wire, which are written by hand.
 
-const block = (start: RegExp): string => {
-  const from = py.search(start);
-  expect(from).toBeGreaterThanOrEqual(0);
-  const rest = py.slice(from);
-  const end = rest.slice(1).search(/\n(?:class |[A-Za-z_]+\s*[:=])/);
-  return end === -1 ? rest : rest.slice(0, end + 1);
-};
-
-const quoted = (text: string) => [...text.matchAll(/"([a-z_]+)"/g)].map((m) => m[1]);
-
-describe("protocol mirrors protocol.py", () => {
-  it("the state keys", () => {
-    expect(py).toMatch(new RegExp(`older nbstream,[\\s\\S]*\`\`${STATE_TRAIT}\`\` list`));
-    for (const [name, key] of [
-      ["LAST_ID_KEY", LAST_ID_KEY],
-      ["LIVE_KEY", LIVE_KEY],
-      ["REMOVED_KEY", REMOVED_KEY],
-      ["CURRENT_KEY", CURRENT_KEY],
-    ]) {
-      expect(py).toMatch(new RegExp(`^${name} = "${key}"$`, "m"));
-    }
+describe("state keys", () => {
+  it("name messages and their deltas as the kernel does", () => {
     expect(metaKey(17)).toBe("m17");
     expect(deltaKey("m17", 3)).toBe("m17.3");
-    expect(py).toMatch(/return f"m\{number\}"/);
-    expect(py).toMatch(/return f"\{message_id\}\.\{seq\}"/);
+  });
+});
+
+describe("final statuses", () => {
+  it("are the four endings", () => {
+    const final: Status[] = ["done", "stopped", "error", "timeout"];
+    expect([...FINAL_STATUSES].sort()).toEqual([...final].sort());
+    for (const live of ["queued", "loading", "running"] satisfies Status[]) {
+      expect(FINAL_STATUSES.has(live)).toBe(false);
+    }
+  });
+});
+
+describe("final tool states", () => {
+  it("are the four endings of a call", () => {
+    expect([...FINAL_TOOL_STATES].sort()).toEqual(["cancelled", "denied", "done", "error"]);
+    expect(FINAL_TOOL_STATES.has("awaiting_approval")).toBe(false);
+  });
+});
+
+describe("toMessageMeta", () => {
+  it("completes a bare meta and leaves the optional keys out", () => {
+    expect(toMessageMeta({})).toEqual({
+      role: "assistant",
+      seq: 0,
+      status: "done",
+      stats: {},
+      error: null,
+      detail: null,
+    });
+    expect(toMessageMeta(null)).toBeNull();
+    expect(toMessageMeta([1])).toBeNull();
   });
 
-  it("MessageMeta fields, the optional ones apart", () => {
-    const fields = (start: RegExp) =>
-      [...block(start).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]).sort();
-    const meta = toMessageMeta({}) as MessageMeta;
-    expect(fields(/^class MessageMeta\(/m)).toEqual(
-      Object.keys(meta)
-        .filter((k) => k !== "error" && k !== "detail")
-        .sort(),
-    );
+  it("keeps every optional key of the right type, and drops the malformed", () => {
     const full = toMessageMeta({
+      role: "user",
+      seq: 4,
+      status: "running",
+      stats: { tokens: 3 },
       pane: 1,
       text: "t",
       finish_reason: null,
@@ -70,71 +70,118 @@ describe("protocol mirrors protocol.py", () => {
       progress: { text: "loading model", fraction: 0.5 },
       options: { temperature: 0 },
       parent: null,
+      tools: [{ id: "c", name: "f", state: "done", round: 0 }, { id: 3 }],
     });
-    expect(fields(/^class MessageMetaExtras\(TypedDict, total=False\)/m)).toEqual(
-      ["detail", "error", "finish_reason", "options", "pane", "parent", "progress", "text"].filter(
-        (k) => k in (full as object),
-      ),
-    );
-    // the progress a loading reply carries
-    expect(fields(/^class LoadingMeta\(TypedDict\)/m)).toEqual(
-      Object.keys(full?.progress as object).sort(),
-    );
+    expect(full).toEqual({
+      role: "user",
+      seq: 4,
+      status: "running",
+      stats: { tokens: 3 },
+      pane: 1,
+      text: "t",
+      finish_reason: null,
+      error: "e",
+      detail: "d",
+      progress: { text: "loading model", fraction: 0.5 },
+      options: { temperature: 0 },
+      parent: null,
+      // a malformed call is null, so that each keeps its call's number
+      tools: [{ id: "c", name: "f", state: "done", round: 0 }, null],
+    });
+    const bad = toMessageMeta({
+      seq: -1,
+      pane: 1.5,
+      text: 3,
+      finish_reason: 7,
+      parent: 9,
+      progress: { text: "  " },
+      options: [1],
+      stats: "x",
+      tools: { id: "c" },
+    });
+    expect(bad).toEqual({
+      role: "assistant",
+      seq: 0,
+      status: "done",
+      stats: {},
+      error: null,
+      detail: null,
+    });
   });
 
-  it("statuses and final statuses", () => {
-    const all: Record<Status, true> = {
-      queued: true,
-      loading: true,
-      running: true,
-      done: true,
-      stopped: true,
-      error: true,
-      timeout: true,
-    };
-    expect(quoted(block(/^Status = Literal\[/m)).sort()).toEqual(Object.keys(all).sort());
-    expect(quoted(block(/^FINAL_STATUSES/m)).sort()).toEqual([...FINAL_STATUSES].sort());
+  it("keeps a status or finish reason it does not know, as sent (a newer kernel)", () => {
+    const meta = toMessageMeta({ status: "thinking", finish_reason: "content_filter" });
+    expect(meta?.status).toBe("thinking");
+    expect(meta?.finish_reason).toBe("content_filter");
+  });
+});
+
+describe("toLoadingMeta", () => {
+  it("keeps a report with text; a fraction outside 0..1 is unknown", () => {
+    expect(toLoadingMeta({ text: "loading model", fraction: 0.25 })).toEqual({
+      text: "loading model",
+      fraction: 0.25,
+    });
+    expect(toLoadingMeta({ text: "x", fraction: 2 })).toEqual({ text: "x", fraction: null });
+    expect(toLoadingMeta({ text: "x", fraction: Number.NaN })?.fraction).toBeNull();
+    expect(toLoadingMeta({ text: "" })).toBeNull();
+    expect(toLoadingMeta("loading")).toBeNull();
+    expect(toLoadingMeta({ text: "y".repeat(500) })?.text.length).toBe(200);
+  });
+});
+
+describe("toMessageState", () => {
+  it("needs an id and completes the rest", () => {
+    expect(toMessageState({ text: "no id" })).toBeNull();
+    expect(toMessageState({ id: "x" })).toEqual({
+      id: "x",
+      role: "assistant",
+      text: "",
+      reasoning: "",
+      seq: 0,
+      status: "done",
+      error: null,
+      detail: null,
+      stats: {},
+    });
+    const full = toMessageState({
+      id: "x",
+      pane: 1,
+      finish_reason: "stop",
+      options: { top_p: 0.5 },
+      parent: "m1",
+    });
+    expect(full).toMatchObject({
+      pane: 1,
+      finish_reason: "stop",
+      options: { top_p: 0.5 },
+      parent: "m1",
+    });
+  });
+});
+
+describe("delta bodies, modes and panes", () => {
+  it("reads a body's parts and skips a part type it does not know", () => {
+    expect(toDeltaParts("abc")).toEqual({ text: "abc", reasoning: "" });
+    expect(
+      toDeltaParts([
+        ["reasoning", "r"],
+        ["answer", "a"],
+        ["tool-call", "?"],
+        ["answer", "b"],
+      ]),
+    ).toEqual({ text: "ab", reasoning: "r", runs: null });
+    expect(toDeltaParts(null)).toBeNull();
+    expect(toDeltaParts(7)).toBeNull();
   });
 
-  it("MessageState fields, the optional ones apart", () => {
-    const fields = (start: RegExp) =>
-      [...block(start).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]).sort();
-    const required = Object.keys(toMessageState({ id: "x" }) as MessageState);
-    expect(fields(/^class MessageState\(/m)).toEqual(required.sort());
-    const optional = Object.keys(
-      toMessageState({
-        id: "x",
-        pane: 1,
-        finish_reason: "stop",
-        options: { top_p: 0.5 },
-        parent: "m1",
-      }) as MessageState,
-    ).filter((k) => !required.includes(k));
-    expect(fields(/^class MessageStateExtras\(TypedDict, total=False\)/m)).toEqual(optional.sort());
-    expect(optional.sort()).toEqual(["finish_reason", "options", "pane", "parent"]);
-  });
-
-  it("StopMsg fields", () => {
-    const fields = [...block(/^class StopMsg/m).matchAll(/^ {4}(\w+): /gm)].map((m) => m[1]);
-    const stop: Required<StopMsg> = { kind: "stop", id: "m1", pane: 0 };
-    expect(fields.sort()).toEqual(Object.keys(stop).sort());
-  });
-
-  it("message kinds", () => {
-    const kinds = [...py.matchAll(/kind: Literal\["(\w+)"\]/g)].map((m) => m[1]);
-    const view: Record<ViewMsg["kind"], true> = {
-      send: true,
-      stop: true,
-      regenerate: true,
-      clear: true,
-      continue: true,
-      switch: true,
-      edit: true,
-      system_prompt: true,
-      hello: true,
-      resync: true,
-      ack: true,
-    };
-    expect(kinds.sort()).toEqual([...Object.keys(view), "delta"].sort());
+  it("lays an unknown mode out as a chat and names a pane without a label", () => {
+    expect(toMode("compare")).toBe("compare");
+    expect(toMode("carousel")).toBe("chat");
+    expect(toPanes([{ label: "a" }, {}, "x"])).toEqual([
+      { label: "a" },
+      { label: "Pane 2" },
+      { label: "Pane 3" },
+    ]);
   });
 });

@@ -1,7 +1,7 @@
 // @vitest-environment jsdom
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { MarkdownSink, renderOnce } from "../src/incremental";
-import { SIZED_BATCH_MS, SIZED_CLASS, setSizedBatch } from "../src/sized";
+import { SIZED_BATCH_MS, SIZED_CLASS } from "../src/sized";
 
 /** A ResizeObserver whose "layout" happens when the test says so. */
 class FakeResizeObserver {
@@ -140,17 +140,18 @@ describe("marks come in batches, never in the observer's callback", () => {
     expect(sized(el)).toEqual([true, true]);
   });
 
-  it("batch time 0: marked in the callback (the previous way, for benchmarks)", () => {
-    const previous = setSizedBatch(0);
-    try {
-      const el = document.createElement("div");
-      const sink = new MarkdownSink(el);
-      sink.append("one\n\ntwo");
-      ro().report();
-      expect(sized(el)).toEqual([true, true]);
-      expect(vi.getTimerCount()).toBe(0);
-    } finally {
-      setSizedBatch(previous);
-    }
+  it('"at-once": marked in the callback (the previous way, for benchmarks)', () => {
+    const el = document.createElement("div");
+    const sink = new MarkdownSink(el, { sized: "at-once" });
+    sink.append("one\n\ntwo");
+    ro().report();
+    expect(sized(el)).toEqual([true, true]);
+    expect(vi.getTimerCount()).toBe(0);
+    // a view as shipped on the same page still batches
+    const other = document.createElement("div");
+    new MarkdownSink(other).append("three\n\nfour");
+    ro().report();
+    expect(sized(other)).toEqual([false, false]);
+    expect(vi.getTimerCount()).toBe(1);
   });
 });

@@ -53,7 +53,7 @@ describe("render", () => {
       message("u1", { role: "user", status: "done", text: "Hi?" }),
       message("a1", { status: "done", text: "Hello!", seq: 3, stats: { tokens: 3 } }),
     ]);
-    expect(v.model.sent).toEqual([{ kind: "hello" }]);
+    expect(v.model.sent).toEqual([{ kind: "hello", view: expect.stringMatching(/^v[0-9a-z]+$/) }]);
     expect(v.root.className).toBe("nbs-chat");
     expect(
       [...v.el.querySelectorAll(".nbs-messages > .nbs-message")].map((m) =>
@@ -369,11 +369,14 @@ describe("list", () => {
 describe("cleanup", () => {
   it("removes the listeners, cancels the frame and the DOM", () => {
     const v = mount([message("a")]);
-    expect(v.model.listenerCount()).toBe(8);
+    expect(v.model.listenerCount()).toBe(9); // with comm_live_update (connection.ts);
     v.model.delta("a", 1, "x");
     expect(v.frames.pending).toBe(1);
     v.cleanup();
     cleanups = [];
+    // removed from the page: the kernel hears it, with the id of the hello
+    const hello = v.model.sent[0] as { view: string };
+    expect(v.model.sent.at(-1)).toEqual({ kind: "bye", view: hello.view });
     expect(v.model.listenerCount()).toBe(0);
     expect(v.frames.pending).toBe(0);
     expect(v.el.children.length).toBe(0);

@@ -8,9 +8,9 @@ everything that followed it. The messages form a tree; the conversation shown
 :attr:`Branches.current`. Switching to a sibling shows the branch below it as
 it was last shown (or its newest messages).
 
-Ids only (the widget holds the messages). Not thread-safe on its own: the
-widget guards it with its ``_lock`` (the main thread, the comm thread and the
-pump read it).
+Ids only (:class:`~nbstream.conversation.history.History` holds the messages).
+Not thread-safe on its own: the history guards it with its lock (the main
+thread, the comm thread and the pump read it).
 """
 
 from __future__ import annotations

@@ -5,11 +5,11 @@ Pure functions and immutable data (no widget, no thread of its own): any thread 
 use this module. The widget side (``chat.py``) turns a :class:`Transcript` into
 messages of the view, and its history back into one.
 
-The file format (JSON, UTF-8), version 1::
+The file format (JSON, UTF-8), version 2::
 
     {
       "format": "nbstream-conversation",
-      "version": 1,
+      "version": 2,
       "title": "",                      # the widget's title (optional)
       "system_prompt": null,            # str or null (optional)
       "current": "m4",                  # the last message of the branch shown (optional;
@@ -21,6 +21,14 @@ The file format (JSON, UTF-8), version 1::
          "reasoning": "", "status": "done", "finish_reason": "stop", "error": null}
       ]
     }
+
+Version 2 adds ``rounds`` to an assistant message that called tools (absent
+otherwise): the reply round by round, each ``{"reasoning", "content",
+"tool_calls": [{"id", "name", "arguments", "state", "result", "display",
+"error", "ms"}]}`` (``result``: what the model was told, or null; ``display``:
+the view's bounded MIME bundle; ``state`` a final tool-call state); the
+message's ``content`` and ``reasoning`` are then the rounds' joined. Files of
+version 1 (no tool calls) are read as before.
 
 A conversation is a tree: each message names its ``parent`` (null: a first
 message), and messages with the same parent are alternatives (siblings: an
@@ -43,7 +51,7 @@ import json
 import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
@@ -64,8 +72,9 @@ __all__ = [
 
 #: the ``format`` field of a conversation file
 FORMAT = "nbstream-conversation"
-#: the version this nbstream writes, and the only one it reads
-VERSION = 1
+#: the version this nbstream writes; it reads this one and the ones in READS
+VERSION = 2
+READS = frozenset({1, 2})
 
 StoredRole = Literal["user", "assistant"]
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
@@ -94,6 +103,8 @@ class StoredMessage:
     status: Status = "done"
     finish_reason: FinishReason | None = None
     error: str | None = None
+    #: a reply that called tools, round by round (see the module docstring); None: none
+    rounds: tuple[Mapping[str, Any], ...] | None = None
 
     def as_json(self) -> dict[str, Any]:
         """The message as the file holds it."""
@@ -102,6 +113,8 @@ class StoredMessage:
         if self.role == "assistant":
             out.update(reasoning=self.reasoning, finish_reason=self.finish_reason,
                        error=self.error)
+            if self.rounds is not None:
+                out["rounds"] = [dict(r) for r in self.rounds]
         return out
 
 
@@ -174,10 +187,10 @@ def parse(data: object, where: str, text: str = "") -> Transcript:
     version = data.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise ConversationFileError(f"{where}: 'version' must be an int, got {short(version)}")
-    if version != VERSION:
+    if version not in READS:
         newer = " (written by a newer nbstream? upgrade it)" if version > VERSION else ""
         raise ConversationFileError(f"{where}: unknown version {version}; this nbstream reads "
-                                    f"version {VERSION}{newer}")
+                                    f"versions {', '.join(map(str, sorted(READS)))}{newer}")
     title = data.get("title", "")
     system_prompt = data.get("system_prompt")
     current = data.get("current")
@@ -262,8 +275,64 @@ def _fields(entry: Mapping[str, Any], role: str) -> dict[str, Any]:
         raise TypeError(f"'error' must be a str or null, got {short(error)}")
     if role == "assistant" and status == "done" and finish is None and "finish_reason" not in entry:
         finish = "stop"
-    return {"content": content, "reasoning": reasoning, "status": status,
-            "finish_reason": finish, "error": error}
+    out = {"content": content, "reasoning": reasoning, "status": status,
+           "finish_reason": finish, "error": error}
+    rounds = entry.get("rounds")
+    if rounds is not None:
+        if role != "assistant":
+            raise ValueError("only an assistant message has 'rounds'")
+        out["rounds"] = check_rounds(rounds)
+        out["content"] = "".join(r["content"] for r in out["rounds"])
+        out["reasoning"] = "".join(r["reasoning"] for r in out["rounds"])
+    return out
+
+
+#: the states a saved tool call may be in (it ended)
+_CALL_STATES = frozenset({"done", "error", "denied", "cancelled"})
+
+
+def check_rounds(rounds: object) -> tuple[dict[str, Any], ...]:
+    """The ``rounds`` of a reply that called tools, checked (ValueError / TypeError say
+    what is wrong) and completed; a call still live when saved is ``cancelled``."""
+    if not isinstance(rounds, list) or not rounds:
+        raise TypeError(f"'rounds' must be a non-empty list, got {short(rounds)}")
+    out: list[dict[str, Any]] = []
+    for i, r in enumerate(rounds):
+        if not isinstance(r, Mapping):
+            raise TypeError(f"rounds[{i}] must be an object, got {short(r)}")
+        content, reasoning = r.get("content", ""), r.get("reasoning", "")
+        calls = r.get("tool_calls", [])
+        if not isinstance(content, str) or not isinstance(reasoning, str):
+            raise TypeError(f"rounds[{i}]: 'content' and 'reasoning' must be str")
+        if not isinstance(calls, list):
+            raise TypeError(f"rounds[{i}]: 'tool_calls' must be a list")
+        checked = []
+        for j, c in enumerate(calls):
+            where = f"rounds[{i}].tool_calls[{j}]"
+            if not isinstance(c, Mapping):
+                raise TypeError(f"{where} must be an object")
+            cid, name, args = c.get("id"), c.get("name"), c.get("arguments", "")
+            state = c.get("state", "done")
+            result, display, error, ms = (c.get("result"), c.get("display") or {},
+                                          c.get("error"), c.get("ms"))
+            if not isinstance(cid, str) or not isinstance(name, str) or not isinstance(args, str):
+                raise TypeError(f"{where}: 'id', 'name' and 'arguments' must be str")
+            if state not in _CALL_STATES:
+                state = "cancelled"
+            if result is not None and not isinstance(result, str):
+                raise TypeError(f"{where}: 'result' must be a str or null")
+            if not isinstance(display, Mapping) or not all(
+                    isinstance(k, str) and isinstance(v, (str, dict)) for k, v in display.items()):
+                raise TypeError(f"{where}: 'display' must be an object of MIME type -> str")
+            if error is not None and not isinstance(error, str):
+                raise TypeError(f"{where}: 'error' must be a str or null")
+            if ms is not None and (isinstance(ms, bool) or not isinstance(ms, (int, float))):
+                raise TypeError(f"{where}: 'ms' must be a number or null")
+            checked.append({"id": cid, "name": name, "arguments": args, "state": state,
+                            "result": result, "display": dict(display), "error": error,
+                            "ms": ms})
+        out.append({"reasoning": reasoning, "content": content, "tool_calls": checked})
+    return tuple(out)
 
 
 # ------------------------------------------------------ OpenAI-style history
@@ -304,9 +373,17 @@ def from_messages(messages: object, where: str) -> Transcript:
                                 f"{type(content).__name__} {short(content)}")
             system_prompt = content
             continue
+        if role == "tool" or (role == "assistant" and m.get("tool_calls")) or (
+                role == "assistant" and out and out[-1].rounds is not None
+                and _awaits_answer(out[-1])):
+            try:
+                out[-1:] = _tool_turn(out[-1] if out else None, m, f"h{len(out) + 1}")
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{arg}: item {i} {exc}") from None
+            continue
         if role not in ("user", "assistant"):
-            raise ValueError(f"{arg}: item {i} has role {role!r}; a chat starts from 'user' "
-                             "and 'assistant' messages (and one 'system' message first)")
+            raise ValueError(f"{arg}: item {i} has role {role!r}; a chat starts from 'user', "
+                             "'assistant' and 'tool' messages (and one 'system' message first)")
         entry = dict(m)
         if "reasoning" not in entry and "reasoning_content" in entry:
             entry["reasoning"] = entry["reasoning_content"]
@@ -323,6 +400,59 @@ def from_messages(messages: object, where: str) -> Transcript:
         out.append(StoredMessage(mid, out[-1].id if out else None, cast(StoredRole, role),
                                  **fields))
     return Transcript(tuple(out), None, system_prompt)
+
+
+def _awaits_answer(m: StoredMessage) -> bool:
+    """Whether the reply's last round called tools (the model is asked again after it)."""
+    return bool(m.rounds and m.rounds[-1]["tool_calls"])
+
+
+def _tool_turn(last: StoredMessage | None, m: Mapping[str, Any], new_id: str
+               ) -> list[StoredMessage]:
+    """An OpenAI-shaped message of a tool loop folded into the reply it belongs to:
+    an assistant turn with ``tool_calls`` starts a reply (or its next round), a
+    ``tool`` turn is the result of one of its calls, the assistant turn after the
+    results is its next round. Returns what replaces ``last`` (``[last]`` changed, or
+    ``[last, new reply]``)."""
+    role = m.get("role")
+    content = m.get("content") or ""
+    if not isinstance(content, str):
+        raise TypeError(f"needs a str 'content', got {short(content)}")
+    if role == "tool":
+        if last is None or last.rounds is None:
+            raise ValueError("is a 'tool' message with no assistant 'tool_calls' before it")
+        cid = m.get("tool_call_id")
+        rounds = [dict(r) for r in last.rounds]
+        calls = [dict(c) for c in rounds[-1]["tool_calls"]]
+        match = [c for c in calls if c["id"] == cid]
+        if not match:
+            raise ValueError(f"is a 'tool' message for call {short(cid)}, which the assistant "
+                             "turn before it did not make")
+        match[0].update(result=content, state="done")
+        rounds[-1]["tool_calls"] = calls
+        return [replace(last, rounds=tuple(rounds))]
+    calls = []
+    for j, c in enumerate(m.get("tool_calls") or []):
+        fn = c.get("function") if isinstance(c, Mapping) else None
+        if not isinstance(fn, Mapping) or not isinstance(c.get("id"), str):
+            raise TypeError(f"tool_calls[{j}] must be {{'id', 'type': 'function', 'function': "
+                            "{'name', 'arguments'}}")
+        args = fn.get("arguments", "")
+        calls.append({"id": c["id"], "name": str(fn.get("name", "")),
+                      "arguments": args if isinstance(args, str) else json.dumps(args),
+                      "state": "cancelled", "result": None, "display": {}, "error": None,
+                      "ms": None})
+    reasoning = m.get("reasoning") or m.get("reasoning_content") or ""
+    thought: str = reasoning if isinstance(reasoning, str) else ""
+    new_round: dict[str, Any] = {"reasoning": thought, "content": content, "tool_calls": calls}
+    if last is not None and last.rounds is not None and _awaits_answer(last):
+        return [replace(last, rounds=(*last.rounds, new_round), content=last.content + content,
+                        reasoning=last.reasoning + thought,
+                        finish_reason="tool_calls" if calls else "stop")]
+    reply = StoredMessage(new_id, last.id if last is not None else None, "assistant", content,
+                          thought, "done",
+                          "tool_calls" if calls else "stop", None, (new_round,))
+    return [*([last] if last is not None else []), reply]
 
 
 # ------------------------------------------------------------------ Markdown

@@ -23,13 +23,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict, get_args
 
 #: Why a reply ended. Sources report ``stop``, ``length``, ``tool_calls``,
 #: ``abort`` (vLLM's), or None (a server's stream ended with neither a finish
 #: reason nor an end marker). The pipeline itself sets ``cancelled`` (a stop),
-#: ``error`` (the source raised) and ``timeout`` (a time limit).
-FinishReason = Literal["stop", "length", "tool_calls", "abort", "cancelled", "error", "timeout"]
+#: ``error`` (the source raised), ``timeout`` (a time limit) and
+#: ``max_tool_rounds`` (the model still called tools after the widget's
+#: ``max_tool_rounds`` rounds of tool calls: the turn ends there).
+FinishReason = Literal["stop", "length", "tool_calls", "abort", "cancelled", "error", "timeout",
+                       "max_tool_rounds"]
 
 #: Lifecycle of an assistant message. User messages are always ``"done"``.
 Status = Literal[
@@ -44,6 +47,26 @@ Status = Literal[
 
 #: Statuses after which a message never changes again.
 FINAL_STATUSES: frozenset[Status] = frozenset({"done", "stopped", "error", "timeout"})
+
+# ---- tool calls (#20): where a call stands, and a person's answer --------------------------
+#: Where a tool call stands (nbstream/tools/calls.py): ``streaming`` (its arguments are
+#: arriving), ``ready`` (the model's reply ended: the arguments are complete),
+#: ``awaiting_approval`` (a person must allow it first), ``running``, ``done``,
+#: ``error`` (it raised, timed out, was unknown or got arguments that do not fit),
+#: ``denied`` (a person denied it; the model was told), ``cancelled`` (the turn was
+#: stopped, or reached ``max_tool_rounds``, first)
+ToolState = Literal["streaming", "ready", "awaiting_approval", "running", "done", "error",
+                    "denied", "cancelled"]
+
+#: every state of a tool call (a view shows one it does not know as ``cancelled``)
+TOOL_STATES: tuple[ToolState, ...] = get_args(ToolState)
+#: the states a tool call never leaves
+FINAL_TOOL_STATES: frozenset[ToolState] = frozenset({"done", "error", "denied", "cancelled"})
+
+#: a person's answer to an approval card: ``allow`` (this call), ``always`` (this tool,
+#: for this chat: not offered for a tool that runs code) or ``deny``
+ToolDecision = Literal["allow", "always", "deny"]
+# ---- end of tool calls ------------------------------------------------------------------
 
 
 class ToolCallFunction(TypedDict):
@@ -104,8 +127,16 @@ class ToolCallDelta:
     name: str | None = None
 
 
-#: The types of part a message is made of (more may come: tool calls, ...).
-PartType = Literal["answer", "reasoning"]
+#: The types of part a message is made of: its answer and reasoning text, and (put by
+#: the widget side's tool loop, never by a source) the arguments of its tool calls
+#: (``"tool"``), their results (``"tool_result"``) and where a new round of the
+#: loop starts (``"round"``).
+PartType = Literal["answer", "reasoning", "tool", "tool_result", "round"]
+
+#: Every part type, in the order a view shows a message's parts (a new type is added
+#: to :data:`PartType` and here). The tool loop's parts (#20) show in the order they
+#: came, between reasoning and answer.
+PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer", "tool", "tool_result", "round")
 
 
 class Reasoning(str):
@@ -120,9 +151,71 @@ class Reasoning(str):
         return f"Reasoning({str.__repr__(self)})"
 
 
+# ---- tool-call pieces (#20): what the tool loop puts into a message's stream -------------
+class ToolArgs(str):
+    """A piece of the arguments (JSON text) of the message's tool call number ``call``
+    (0, 1, ... over the message's rounds). May be empty: the call's first piece marks
+    its place among the parts. Put by the widget side from a source's
+    :class:`ToolCallDelta` pieces; sources emit those, never this."""
+
+    call: int
+
+    def __new__(cls, text: str, call: int) -> ToolArgs:
+        self = super().__new__(cls, text)
+        self.call = call
+        return self
+
+    def __repr__(self) -> str:
+        return f"ToolArgs({str.__repr__(self)}, call={self.call})"
+
+
+class ToolOutput(str):
+    """The result of the message's tool call number ``call``: the text the model was
+    given, and ``display`` (MIME type -> data, bounded) for the view."""
+
+    call: int
+    display: Mapping[str, Any]
+
+    def __new__(cls, text: str, call: int, display: Mapping[str, Any] | None = None
+                ) -> ToolOutput:
+        self = super().__new__(cls, text)
+        self.call = call
+        self.display = dict(display or {})
+        return self
+
+    def __repr__(self) -> str:
+        return f"ToolOutput({str.__repr__(self)}, call={self.call})"
+
+
+class RoundStart(str):
+    """An empty piece that marks where round ``round`` (1, 2, ...) of a tool loop starts:
+    the model asked again with the results of the calls before it."""
+
+    round: int
+
+    def __new__(cls, round: int) -> RoundStart:
+        self = super().__new__(cls, "")
+        self.round = round
+        return self
+
+    def __repr__(self) -> str:
+        return f"RoundStart({self.round})"
+
+
+# ---- end of tool-call pieces -----------------------------------------------------------
+
+
 def part_type(piece: str) -> PartType:
     """The part a piece belongs to."""
-    return "reasoning" if isinstance(piece, Reasoning) else "answer"
+    if isinstance(piece, Reasoning):
+        return "reasoning"
+    if isinstance(piece, ToolArgs):
+        return "tool"
+    if isinstance(piece, ToolOutput):
+        return "tool_result"
+    if isinstance(piece, RoundStart):
+        return "round"
+    return "answer"
 
 
 @dataclass(frozen=True)

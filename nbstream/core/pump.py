@@ -62,14 +62,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import TypedDict
 
+from .defaults import DEFAULT_INTERVAL
 from .stream import Clock, Delta, Stream
 
 log = logging.getLogger("nbstream.core.pump")
 
-#: default flush interval per stream, seconds (~29 messages/s). With acks every 500 ms it keeps a
-#: widget within 40 kernel->browser messages a second, status included, and token->DOM p95
-#: under 60 ms (benchmarks/browser_markdown.py, browser_acks.py --interval/--ack-gap)
-DEFAULT_INTERVAL = 0.034
+__all__ = ["DEFAULT_INTERVAL", "Channel", "Outgoing", "Pump", "ViewFigures", "get_pump",
+           "view_figures"]
 #: default budget of messages per second for all widgets together
 DEFAULT_MAX_RATE = 180.0  # leaves room under ~200/s for state updates
 #: flow control: the least number of deltas a view may leave unacknowledged before
@@ -85,7 +84,8 @@ DEFAULT_CEILING = 0.25
 #: acks are not coming (the kernel's main thread is busy, or the view went away):
 #: fall back to the plain bounded rate
 DEFAULT_ACK_TIMEOUT = 0.8
-#: ended messages a channel keeps, so that the late ack of a final delta finds its message
+#: ended messages a channel keeps, so that the late ack of a final delta finds its message,
+#: and a hello re-sends the final metas a view whose link dropped may have lost
 KEEP_ENDED = 16
 #: render time and ack lag are smoothed over about this many seconds (at least 20% per
 #: ack: an ack per frame smooths as before, an ack a second counts nearly alone)
@@ -118,9 +118,12 @@ class Outgoing:
     live: list[Stream] = field(default_factory=list)
     #: the streams that ended in this step: final-sent once this goes out
     ended: list[Stream] = field(default_factory=list)
+    #: views said hello since the last step: answer them (the view's proof that the
+    #: kernel hears it; see ``WelcomeMsg`` in protocol.py)
+    welcome: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.deltas or self.changed or self.resend)
+        return bool(self.deltas or self.changed or self.resend or self.welcome)
 
 
 @dataclass(eq=False)
@@ -143,9 +146,10 @@ class Channel:
     ack_period: float = ASSUMED_ACK_PERIOD
     acks: int = 0
     last_republish: float = -math.inf
-    #: ids whose meta must be sent; deltas to send again (see Outgoing)
+    #: ids whose meta must be sent; deltas to send again; hellos to answer (see Outgoing)
     changed: set[str] = field(default_factory=set)
     resend: dict[str, int] = field(default_factory=dict)
+    welcome: bool = False
     closed: bool = False
     #: figures: hellos from views (a view opened or reloaded), when the last came, on
     #: which thread (the main thread, or a subshell's when comms run over subshells)
@@ -216,9 +220,8 @@ class Pump:
 
     def add_stream(self, ch: Channel, stream: Stream) -> None:
         """Let the pump flush ``stream`` through ``ch``, and publish the new message."""
-        stream.on_wake = lambda s: self.wake()
-        stream.on_status = lambda s: self.publish(ch, [s.id])
-        stream.attach()
+        stream.attach(on_wake=lambda s: self.wake(),
+                      on_status=lambda s: self.publish(ch, [s.id]))
         with self._cond:
             if ch.closed:
                 stream.final_sent()
@@ -246,13 +249,18 @@ class Pump:
             self._cond.notify()
 
     def hello(self, ch: Channel) -> None:
-        """A view rendered: note it for :func:`view_figures`, and send the metas of the
-        live messages (and ``live``) again."""
+        """A view rendered (or its link came back): note it for :func:`view_figures`,
+        answer it, and send the metas of the live messages (and ``live``) again, and of
+        those that ended lately: a view whose link dropped may have lost a final meta
+        (it then still shows the message live, and the final meta tells it what to
+        resync)."""
         with self._cond:
+            ch.welcome = True
             ch.hellos += 1
             ch.last_hello_at = self.clock()
             ch.hello_thread = threading.current_thread().name
             ch.changed.update(s.id for s in ch.streams)
+            ch.changed.update(s.id for s in ch.ended)
             self._woken = True
             self._cond.notify()
 
@@ -280,10 +288,11 @@ class Pump:
         with self._cond:
             for s in itertools.chain(ch.streams, ch.ended):
                 if s.id == stream_id:
-                    if s.ack(seq, render_ms, now):
+                    lag_ms = s.ack(seq, render_ms, now)
+                    if lag_ms is not None:
                         if log.isEnabledFor(logging.DEBUG):
                             log.debug("ack %s#%d: render %.1f ms, lag %.1f ms", stream_id, seq,
-                                      render_ms, s.ack_lag_ms[-1])
+                                      render_ms, lag_ms)
                         ch.acks += 1
                         # weights by time, so that sparse acks adapt as fast as dense ones
                         a = 0.2
@@ -293,7 +302,7 @@ class Pump:
                             a = max(a, 1.0 - math.exp(-gap / SMOOTHING))
                         ch.last_ack_at = now
                         ch.render_ms_ewma = (1 - a) * ch.render_ms_ewma + a * max(0.0, render_ms)
-                        ch.ack_lag_ms_ewma = (1 - a) * ch.ack_lag_ms_ewma + a * s.ack_lag_ms[-1]
+                        ch.ack_lag_ms_ewma = (1 - a) * ch.ack_lag_ms_ewma + a * lag_ms
                         self._woken = True
                         self._cond.notify()
                     return
@@ -338,14 +347,14 @@ class Pump:
                 silent = max(SILENT_VIEW, 4.0 * ch.ack_period)
                 out = Outgoing()
                 for s in list(ch.streams):
-                    s.interval = interval
-                    s.window = None
+                    stream_window: int | None = None
                     if flow:
                         oldest = s.unacked_since()
                         if oldest is None or now - oldest < timeout:
-                            s.window = window
+                            stream_window = window
                             if oldest is not None:
                                 next_at = min(next_at, oldest + timeout)
+                    s.set_flow(interval, stream_window)
                     if s.settle(now) or s.final:
                         if log.isEnabledFor(logging.DEBUG):
                             log.debug("%s ended: %s %s", s.id, s.status, s.stats())
@@ -374,6 +383,7 @@ class Pump:
                     next_at = min(next_at, ch.last_republish + REPUBLISH_EVERY)
                 out.changed, ch.changed = ch.changed, set()
                 out.resend, ch.resend = ch.resend, {}
+                out.welcome, ch.welcome = ch.welcome, False
                 if out:
                     out.live = list(ch.streams)
                     work.append((ch, out))

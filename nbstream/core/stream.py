@@ -1,21 +1,37 @@
 """One message in flight: its text, its coalescing buffer and its status.
 
-Threads and ownership (all fields are guarded by ``self._cond``):
+Threads (who calls what):
 
 * the **producer** (a worker thread running a source) calls :meth:`put`,
-  :meth:`set_status`, :meth:`report_loading`, :meth:`finish` and :meth:`fail`;
-* the **pump** thread calls :meth:`take`, :meth:`take_loading`,
-  :meth:`settle` and :meth:`state`; it alone sends, so it alone advances
-  ``seq``;
+  :meth:`set_status`, :meth:`report_loading`, :meth:`finish` and :meth:`fail`,
+  and sets :attr:`tokens`;
+* the **pump** thread calls :meth:`attach` (once, before the reply is launched),
+  :meth:`set_flow`, :meth:`take`, :meth:`take_loading`, :meth:`take_tail`,
+  :meth:`settle`, :meth:`ack` (under its own lock, for the comm thread) and
+  :meth:`final_sent`; it alone sends, so it alone advances ``seq``;
 * **any** thread may call :meth:`cancel`, read :attr:`text` / :attr:`status`
-  and :meth:`wait`, and :meth:`wait_final_sent`: a stream the pump carries
+  and the other properties, :meth:`state`, :meth:`stats`, :meth:`timeline`,
+  and :meth:`wait` and :meth:`wait_final_sent`: a stream the pump carries
   (:meth:`attach`) is *final-sent* once the pump handed its final meta to the
   widget's comm (:meth:`final_sent`), so that ``reply.wait()`` returns only
   when the widget's state (what a saved notebook keeps) holds the ending.
 
+Fields and their owners (the class docstring lists them): every mutable field
+is guarded by the stream's condition ``_cond``, whichever thread writes it,
+except the three events (``cancel_event``, ``_done``, ``_final_sent``:
+thread-safe themselves) and what is set before the stream is shared (its id,
+limits, clock, and the pump's callbacks, set by :meth:`attach` before the
+reply is launched). The flow control the pump decides for the stream
+(:attr:`interval`, :attr:`window`) is set through :meth:`set_flow`, under the
+condition too. The figures (piece times, deltas, acks, backpressure, bytes
+sent) are a :class:`~nbstream.core.figures.Figures` the stream records into
+under its condition.
+
 A message is made of **parts**: runs of text of one type (``"reasoning"``,
-``"answer"``; see ``pieces.py``), in the order they arrived. A piece's type is
-its Python type (a :class:`~nbstream.core.pieces.Reasoning` is thinking, a plain
+``"answer"``, and the tool loop's ``"tool"``, ``"tool_result"``, ``"round"``;
+see ``pieces.py`` and :data:`Run`), in the order they arrived. A piece's type is
+its Python type (a :class:`~nbstream.core.pieces.Reasoning` is thinking, a
+:class:`~nbstream.core.pieces.ToolArgs` a tool call's arguments..., a plain
 ``str`` answer text). The message is the concatenation of ``_sent`` (deltas
 already sent, numbered ``1..seq``, each a :data:`Body`) and ``_pending``
 (pieces received, not yet sent). A delta moves all of ``_pending`` to
@@ -39,17 +55,32 @@ the callbacks it is given, so a list and a fake clock test it.
 
 from __future__ import annotations
 
-import itertools
 import math
 import threading
 import time
-from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from .defaults import DEFAULT_INTERVAL, DEFAULT_MAX_PENDING
+from .figures import Figures, Flush
 from .loading import LoadingProgress
-from .pieces import Cancelled, FinishReason, Outcome, PartType, Status, part_type
+from .pieces import (
+    FINAL_STATUSES,
+    PART_TYPES,
+    Cancelled,
+    FinishReason,
+    Outcome,
+    PartType,
+    RoundStart,
+    Status,
+    ToolArgs,
+    ToolOutput,
+    part_type,
+)
+
+__all__ = ["LOADING_INTERVAL", "Body", "Clock", "Delta", "Flush", "Limits", "Run", "Stream",
+           "body_runs", "body_text", "make_body", "run_of"]
 
 Clock = Callable[[], float]
 
@@ -58,28 +89,49 @@ Clock = Callable[[], float]
 LOADING_INTERVAL = 0.25
 
 
+#: One run of a delta: ``(type, text)`` for answer and reasoning text; a tool call's
+#: argument text is ``("tool", text, call)`` and its result ``("tool_result", text,
+#: call, display)`` (``call``: the call's number in the message; see pieces.ToolArgs);
+#: ``("round", "", r)`` marks where round ``r`` (>= 1) of a tool loop starts.
+Run = tuple[Any, ...]
+
 #: What one delta appends to a message: a ``str`` when it is all answer text
 #: (the common case, and the cheapest on the wire), else the runs of parts in
-#: order, ``((type, text), ...)``, consecutive runs of one type merged.
-Body = str | tuple[tuple[PartType, str], ...]
+#: order, consecutive runs of one type (and call) merged.
+Body = str | tuple[Run, ...]
 
 
-def make_body(runs: list[tuple[PartType, str]]) -> Body:
-    """The compact :data:`Body` of ``runs`` (merged by type, empty runs dropped)."""
-    merged: list[tuple[PartType, str]] = []
-    for kind, text in runs:
-        if not text:
+def run_of(piece: str) -> Run:
+    """The run a piece makes (see :data:`Run`)."""
+    if isinstance(piece, RoundStart):
+        return ("round", "", piece.round)
+    if isinstance(piece, ToolArgs):
+        return ("tool", str(piece), piece.call)
+    if isinstance(piece, ToolOutput):
+        return ("tool_result", str(piece), piece.call, dict(piece.display))
+    return (part_type(piece), str(piece))
+
+
+def make_body(runs: list[Run]) -> Body:
+    """The compact :data:`Body` of ``runs`` (merged by type and call; empty text runs
+    dropped, a tool call's runs kept: its first marks its place)."""
+    merged: list[Run] = []
+    for run in runs:
+        kind, text = run[0], run[1]
+        if not text and kind in ("answer", "reasoning"):
             continue
-        if merged and merged[-1][0] == kind:
-            merged[-1] = (kind, merged[-1][1] + text)
+        last = merged[-1] if merged else None
+        if (last is not None and last[0] == kind and kind in ("answer", "reasoning", "tool")
+                and last[2:] == run[2:]):
+            merged[-1] = (kind, last[1] + text, *run[2:])
         else:
-            merged.append((kind, text))
-    if all(kind == "answer" for kind, _ in merged):
-        return "".join(text for _, text in merged)
+            merged.append(tuple(run))
+    if all(run[0] == "answer" for run in merged):
+        return "".join(run[1] for run in merged)
     return tuple(merged)
 
 
-def body_runs(body: Body) -> tuple[tuple[PartType, str], ...]:
+def body_runs(body: Body) -> tuple[Run, ...]:
     """The runs of ``body`` (a ``str`` body is one answer run)."""
     if isinstance(body, str):
         return (("answer", body),) if body else ()
@@ -90,7 +142,7 @@ def body_text(body: Body, kind: PartType = "answer") -> str:
     """The text of ``body``'s parts of type ``kind``."""
     if isinstance(body, str):
         return body if kind == "answer" else ""
-    return "".join(text for k, text in body if k == kind)
+    return "".join(run[1] for run in body if run[0] == kind)
 
 
 class Delta(NamedTuple):
@@ -108,7 +160,7 @@ class Delta(NamedTuple):
     @property
     def chars(self) -> int:
         """Characters of every part this delta appends."""
-        return sum(len(t) for _, t in body_runs(self.body))
+        return sum(len(run[1]) for run in body_runs(self.body))
 
 
 @dataclass(frozen=True)
@@ -125,27 +177,38 @@ class Limits:
     total: float | None = None
 
 
-@dataclass
-class Flush:
-    """One delta as the trace sees it (times from the stream's clock)."""
-
-    seq: int
-    first_piece_at: float
-    sent_at: float
-    chars: int
-    #: when the view acknowledged it (rendered), and how long its frame's DOM work took
-    acked_at: float | None = None
-    render_ms: float | None = None
-
-
 class Stream:
-    """Coalescing buffer and lifecycle of one message (see module docstring)."""
+    """Coalescing buffer and lifecycle of one message (see module docstring).
+
+    Set at construction and never changed: ``id``, ``max_pending``,
+    ``limits``, ``created_at``, the clock, ``cancel_event``; ``restored`` (by
+    :meth:`from_parts`, before the stream is shared). Set by the pump in
+    :meth:`attach`, under ``_cond``, before the reply is launched: ``on_wake``,
+    ``on_status``, ``_attached``. Thread-safe themselves: the events
+    ``cancel_event``, ``_done``, ``_final_sent``.
+    Every other field is guarded by ``_cond``; who writes it: the producer
+    appends pieces (``_pending``, ``_pending_chars``, ``_pending_since``,
+    ``_texts``) and sets a live status (``_status``: :meth:`set_status`),
+    ``started_at``, ``_finishing``, the error (``_error``, ``_error_text``,
+    ``_detail``), the loading report (``_loading``, ``_loading_made``) and the
+    outcome (``_outcome``); the pump moves the pending pieces into deltas
+    (``_sent``, ``_sent_chars``, ``_seq``, ``_handed``, ``_last_flush``),
+    counts acks (``_acked``), sends loading reports (``_loading_sent``,
+    ``_loading_sent_at``), sets the flow control (``_interval``, ``_window``:
+    :meth:`set_flow`) and makes an ended stream final (``_final``,
+    ``_status``, ``ended_at``: :meth:`settle`); any thread's :meth:`cancel`
+    discards the pending pieces and makes the stream final. ``_figures`` is
+    recorded into by the producer (pieces, backpressure, tokens) and the pump
+    (deltas, acks, bytes). The tool loop (``widgets/toolturn.py``, on the worker
+    and its tool threads: the producer's side) pauses and resumes the time
+    limits (``_paused``, ``_resumed_at``: :meth:`pause`, :meth:`resume`).
+    """
 
     def __init__(
         self,
         stream_id: str,
         *,
-        max_pending: int = 1 << 20,
+        max_pending: int = DEFAULT_MAX_PENDING,
         clock: Clock = time.monotonic,
         limits: Limits | None = None,
     ) -> None:
@@ -160,19 +223,17 @@ class Stream:
         self.on_wake: Callable[[Stream], None] = lambda s: None
         #: called (without the lock held) when the status changed: the view must hear of it
         self.on_status: Callable[[Stream], None] = lambda s: None
-        self.interval = 0.034  # set by the pump
-        #: flow control, set by the pump: deltas that may be unacknowledged (None: no limit)
-        self.window: int | None = None
-        self._acked = 0
-        self._acked_at: float | None = None
-        self.render_ms: list[float] = []  # as reported by the view, per acked delta
-        self.ack_lag_ms: list[float] = []  # sent -> acknowledged (render included)
         self.cancel_event = threading.Event()
+
+        # flow control, decided by the pump (set_flow)
+        self._interval = DEFAULT_INTERVAL
+        self._window: int | None = None  # deltas that may be unacknowledged (None: no limit)
+        self._acked = 0
 
         self._sent: list[Body] = []
         self._sent_chars = 0
         #: text of each part type, sent or pending (what ``text`` / ``reasoning`` read)
-        self._texts: dict[PartType, list[str]] = {"answer": [], "reasoning": []}
+        self._texts: dict[PartType, list[str]] = {kind: [] for kind in PART_TYPES}
         self._pending: list[str] = []  # pieces, with their types (Reasoning or str)
         self._pending_chars = 0
         self._pending_since = 0.0
@@ -192,29 +253,20 @@ class Stream:
         self._loading_sent = 0
         self._loading_sent_at = -math.inf
 
-        # figures
         self.created_at = clock()
         self.started_at: float | None = None
         self.ended_at: float | None = None
-        self._piece_times = array("d")
-        self._piece_chars = array("q")
-        self.flushes: list[Flush] = []
-        self.discarded_chars = 0
-        #: tokens generated, when the source reports them (else pieces stand in)
-        self.tokens: int | None = None
-        self.backpressure_waits = 0
-        self.backpressure_s = 0.0
-        self._first_reasoning_at: float | None = None
-        self._last_reasoning_at: float | None = None
-        self._first_answer_at: float | None = None
         #: how the source said it ended (set by the producer before finish())
         self._outcome: Outcome | None = None
-        #: bytes sent to the view for this message (written by the pump thread)
-        self._wire_bytes = 0
+        self._figures = Figures()
         self._done = threading.Event()
         #: set by the pump once the final meta went to the comm (see wait_final_sent)
         self._final_sent = threading.Event()
         self._attached = False
+        #: tool loop: while paused (tools run, or wait for approval) no time limit applies;
+        #: after a resume, the first-piece and stall limits count from it
+        self._paused = False
+        self._resumed_at: float | None = None
 
     @classmethod
     def from_parts(
@@ -227,23 +279,29 @@ class Stream:
         finish_reason: FinishReason | None = "stop",
         error: str | None = None,
         clock: Clock = time.monotonic,
+        runs: list[Run] | None = None,
     ) -> Stream:
         """A message that already ended elsewhere (loaded from a file, or given as
         history): final from the start, its parts in one delta (seq 1; none when
         empty), so the pump sends it like any finished reply. ``finish_reason``
-        counts for ``done`` only (the others follow from the status)."""
-        if status not in ("done", "stopped", "error", "timeout"):
+        counts for ``done`` only (the others follow from the status). ``runs``, when
+        given, are its parts in order (tool calls included: ``text`` and
+        ``reasoning`` are then ignored)."""
+        if status not in FINAL_STATUSES:
             raise ValueError(f"a restored message has a final status, got {status!r}")
         s = cls(stream_id, clock=clock)
         s.restored = True
-        body = make_body([("reasoning", reasoning), ("answer", text)])
+        if runs is None:
+            runs = [("reasoning", reasoning), ("answer", text)]
+        body = make_body(runs)
         with s._cond:
             if body:
                 s._sent.append(body)
-                s._sent_chars = len(text) + len(reasoning)
+                s._sent_chars = sum(len(run[1]) for run in body_runs(body))
                 s._seq = s._handed = s._acked = 1  # nothing to acknowledge
-            s._texts = {"answer": [text] if text else [], "reasoning": [reasoning] if reasoning
-                        else []}
+            s._texts = {kind: [] for kind in PART_TYPES}
+            for run in body_runs(body):
+                s._texts[run[0]].append(run[1])
             if status == "done":
                 s._outcome = Outcome(finish_reason)
             s._make_final(status, error)
@@ -255,16 +313,16 @@ class Stream:
 
         Raises :class:`Cancelled` once the stream was stopped or ended.
         """
-        if not piece:
+        if not piece and not isinstance(piece, (ToolArgs, RoundStart)):
             self._check_open()
             return
         with self._cond:
             if self._pending_chars >= self.max_pending and self._open():
-                self.backpressure_waits += 1
+                self._figures.waiting()
                 t0 = self._clock()
                 while self._pending_chars >= self.max_pending and self._open():
                     self._cond.wait(0.5)
-                self.backpressure_s += self._clock() - t0
+                self._figures.waited(self._clock() - t0)
             if not self._open():
                 raise Cancelled(self.id)
             now = self._clock()
@@ -275,14 +333,7 @@ class Stream:
             self._pending_chars += len(piece)
             kind = part_type(piece)
             self._texts[kind].append(str(piece))
-            if kind == "reasoning":
-                if self._first_reasoning_at is None:
-                    self._first_reasoning_at = now
-                self._last_reasoning_at = now
-            elif self._first_answer_at is None:
-                self._first_answer_at = now
-            self._piece_times.append(now)
-            self._piece_chars.append(len(piece))
+            self._figures.piece(now, kind, len(piece))
         if was_empty:
             self.on_wake(self)
 
@@ -406,10 +457,33 @@ class Stream:
         return {"stopped": "cancelled", "error": "error", "timeout": "timeout"}.get(
             self._status)  # type: ignore[return-value]
 
+    @property
+    def tokens(self) -> int | None:
+        """Tokens generated, when the source reports them (else pieces stand in)."""
+        with self._cond:
+            return self._figures.tokens
+
+    @tokens.setter
+    def tokens(self, n: int | None) -> None:
+        with self._cond:
+            self._figures.tokens = n
+
+    @property
+    def interval(self) -> float:
+        """The flush interval the pump chose for this stream, seconds."""
+        with self._cond:
+            return self._interval
+
+    @property
+    def window(self) -> int | None:
+        """Deltas that may be unacknowledged before the pump waits (None: no limit)."""
+        with self._cond:
+            return self._window
+
     def add_wire_bytes(self, n: int) -> None:
         """The pump sent ``n`` bytes of this message to the view."""
         with self._cond:
-            self._wire_bytes += n
+            self._figures.add_wire_bytes(n)
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the status is final; False on timeout."""
@@ -423,9 +497,25 @@ class Stream:
         return self._final_sent.wait(timeout)
 
     # ------------------------------------------------------------------- pump
-    def attach(self) -> None:
-        """A pump carries this stream from now on (its ending will be sent)."""
-        self._attached = True
+    def attach(self, on_wake: Callable[[Stream], None] | None = None,
+               on_status: Callable[[Stream], None] | None = None) -> None:
+        """A pump carries this stream from now on (its ending will be sent); it is
+        woken by ``on_wake`` and hears of status changes by ``on_status``. Called
+        once, before the reply is launched."""
+        with self._cond:
+            if on_wake is not None:
+                self.on_wake = on_wake
+            if on_status is not None:
+                self.on_status = on_status
+            self._attached = True
+
+    def set_flow(self, interval: float, window: int | None) -> None:
+        """The pump's flow control for this stream: flush at most once per
+        ``interval`` seconds, with at most ``window`` deltas unacknowledged (None:
+        no limit)."""
+        with self._cond:
+            self._interval = interval
+            self._window = window
 
     def final_sent(self) -> None:
         """The pump handed the final meta to the comm (or gave up: the channel closed)."""
@@ -440,47 +530,45 @@ class Stream:
                 return -math.inf
             t = math.inf
             if self._pending and not self._window_full():
-                t = self._last_flush + self.interval
+                t = self._last_flush + self._interval
             if self._loading_made != self._loading_sent:
                 t = min(t, self._loading_sent_at + LOADING_INTERVAL)
             return min(t, self._deadline())
 
     def _window_full(self) -> bool:
-        return self.window is not None and self._seq - self._acked >= self.window
+        # caller holds the lock
+        return self._window is not None and self._seq - self._acked >= self._window
 
     def unacked_since(self) -> float | None:
         """When the oldest unacknowledged delta was sent (None: all acknowledged)."""
         with self._cond:
             if self._acked >= self._seq:
                 return None
-            return self.flushes[self._acked].sent_at
+            return self._figures.sent_at(self._acked + 1)
 
-    def ack(self, seq: int, render_ms: float, now: float) -> bool:
-        """The view rendered deltas up to ``seq``. True if that was news."""
+    def ack(self, seq: int, render_ms: float, now: float) -> float | None:
+        """The view rendered deltas up to ``seq``: the ack lag of delta ``seq`` (ms), or
+        None if that was no news."""
         with self._cond:
             if seq <= self._acked or seq > self._seq:
-                return False
-            sent_at = self.flushes[seq - 1].sent_at
-            for f in self.flushes[self._acked:seq]:  # an ack covers every delta up to seq
-                f.acked_at = now
-            self.flushes[seq - 1].render_ms = float(render_ms)
+                return None
+            lag_ms = self._figures.acked(self._acked, seq, now, float(render_ms))
             self._acked = seq
-            self._acked_at = now
-            self.render_ms.append(float(render_ms))
-            self.ack_lag_ms.append((now - sent_at) * 1000.0)
-            return True
+            return lag_ms
 
     def _deadline(self) -> float:
         lim = self.limits
-        if self.started_at is None or self._status != "running":
+        if self.started_at is None or self._status != "running" or self._paused:
             return math.inf
         t = math.inf
         if lim.total is not None:
             t = min(t, self.started_at + lim.total)
-        last_piece = self._piece_times[-1] if self._piece_times else None
-        if last_piece is None or last_piece < self.started_at:
+        # after a tool round, the first-piece and stall limits count from the resume
+        start = self.started_at if self._resumed_at is None else self._resumed_at
+        last_piece = self._figures.last_piece_at
+        if last_piece is None or last_piece < start:
             if lim.first_piece is not None:
-                t = min(t, self.started_at + lim.first_piece)
+                t = min(t, start + lim.first_piece)
         elif lim.stall is not None:
             t = min(t, last_piece + lim.stall)
         return t
@@ -488,7 +576,7 @@ class Stream:
     def take(self, now: float) -> Delta | None:
         """Return the pending text as one delta if one is due at ``now``."""
         with self._cond:
-            if self._final or not self._pending or now < self._last_flush + self.interval:
+            if self._final or not self._pending or now < self._last_flush + self._interval:
                 return None
             if self._window_full():
                 return None
@@ -497,10 +585,10 @@ class Stream:
             return d
 
     def _flush(self, now: float) -> Delta:
-        body = make_body([(part_type(p), str(p)) for p in self._pending])
+        body = make_body([run_of(p) for p in self._pending])
         chars = self._pending_chars
         self._seq += 1
-        self.flushes.append(Flush(self._seq, self._pending_since, now, chars))
+        self._figures.flushed(self._seq, self._pending_since, now, chars)
         self._sent.append(body)
         self._sent_chars += chars
         self._pending.clear()
@@ -558,14 +646,17 @@ class Stream:
         lim, start = self.limits, self.started_at or now
         if lim.total is not None and now >= start + lim.total:
             return f"no end after {lim.total:g} s"
-        if not self._piece_times or self._piece_times[-1] < start:
+        if self._resumed_at is not None:
+            start = self._resumed_at
+        last_piece = self._figures.last_piece_at
+        if last_piece is None or last_piece < start:
             return f"no first token after {lim.first_piece:g} s"
         return f"no token for {lim.stall:g} s"
 
     def _stop(self, status: Status, reason: str | None) -> None:
         # caller holds the lock: the unsent tail was never shown, so it is discarded
         self.cancel_event.set()
-        self.discarded_chars += self._pending_chars
+        self._figures.discarded(self._pending_chars)
         for p in reversed(self._pending):  # the newest piece of its type: drop it there too
             self._texts[part_type(p)].pop()
         self._pending.clear()
@@ -577,7 +668,7 @@ class Stream:
         # caller holds the lock
         self._status = status
         self._final = True
-        if status in ("error", "timeout", "stopped") and reason:
+        if status != "done" and reason:
             self._error_text = reason
         self.ended_at = self._clock()
         self._cond.notify_all()
@@ -594,74 +685,54 @@ class Stream:
                 self._detail,
             )
 
+    # ------------------------------------------------------- tool loop (#20)
+    def pause(self) -> None:
+        """The reply waits for its tools (or a person's approval): no time limit applies
+        until :meth:`resume` (producer side: the tool loop)."""
+        with self._cond:
+            self._paused = True
+        self.on_wake(self)
+
+    def resume(self) -> None:
+        """The model is asked again after a tool round: the time limits apply again, the
+        first-piece and stall limits counting from now."""
+        with self._cond:
+            self._paused = False
+            self._resumed_at = self._clock()
+        self.on_wake(self)
+
+    def touch(self) -> None:
+        """Something the message's meta carries changed (a tool call's state): the pump
+        sends the meta again."""
+        self.on_status(self)
+
+    def runs(self) -> list[Run]:
+        """Every part received so far (sent or not), in order, merged (see :data:`Run`)."""
+        with self._cond:
+            runs = [run for body in self._sent for run in body_runs(body)]
+            runs += [run_of(p) for p in self._pending]
+        body = make_body(runs)
+        return list(body_runs(body))
+
     # ------------------------------------------------------------------ figures
     def stats(self) -> dict[str, Any]:
-        """Figures of this message so far (times in milliseconds)."""
-        with self._cond:  # one consistent snapshot; the figures are computed outside
-            times = list(self._piece_times)
+        """Figures of this message so far (times in milliseconds; see
+        :meth:`~nbstream.core.figures.Figures.stats`)."""
+        with self._cond:  # one consistent copy; the figures are computed outside
+            figures = self._figures.copy()
             start = self.started_at
             end = self.ended_at if self.ended_at is not None else self._clock()
-            tokens = self.tokens
-            outcome = self._outcome
-            first_reasoning, last_reasoning = self._first_reasoning_at, self._last_reasoning_at
-            first_answer = self._first_answer_at
-            wire_bytes = self._wire_bytes
+            chars = self._sent_chars + self._pending_chars
             reasoning_chars = sum(len(t) for t in self._texts["reasoning"])
-            r = sorted(self.render_ms)
-            lag = sorted(self.ack_lag_ms)
-            out: dict[str, Any] = {
-                "pieces": len(times),
-                "chars": self._sent_chars + self._pending_chars,
-                "flushes": len(self.flushes),
-                "discarded_chars": self.discarded_chars,
-                "backpressure_waits": self.backpressure_waits,
-                "backpressure_ms": round(self.backpressure_s * 1000, 3),
-                "acked": self._acked,
-                "wire_bytes": wire_bytes,
-            }
-        if outcome is not None:
-            if outcome.usage:
-                out["usage"] = dict(outcome.usage)
-            for k, v in outcome.figures.items():
-                if k == "tokens" and isinstance(v, int):
-                    tokens = v
-                else:
-                    out[k] = v
-        if first_reasoning is not None and last_reasoning is not None:
-            out["reasoning_chars"] = reasoning_chars
-            # thinking lasts from the start of generation until the answer starts
-            # (or, with no answer, until the last piece of reasoning)
-            t0 = start if start is not None else first_reasoning
-            t1 = first_answer if first_answer is not None and first_answer >= last_reasoning \
-                else last_reasoning
-            out["reasoning_ms"] = round(max(0.0, t1 - t0) * 1000, 3)
-        if r:
-            out["render_ms_p50"] = round(_quantile(r, 0.5), 3)
-            out["render_ms_max"] = round(r[-1], 3)
-            out["ack_lag_ms_p50"] = round(_quantile(lag, 0.5), 3)
-            out["ack_lag_ms_p95"] = round(_quantile(lag, 0.95), 3)
-        if start is not None and times:
-            out["ttft_ms"] = round((times[0] - start) * 1000, 3)
-            gen_s = max(end - start, 1e-9)
-            out["pieces_per_s"] = round(len(times) / gen_s, 2)
-            if tokens is not None:
-                out["tokens"] = tokens
-                out["tokens_per_s"] = round(tokens / gen_s, 2)
-            gaps = sorted(b - a for a, b in itertools.pairwise(times))
-            if gaps:
-                out["gap_p50_ms"] = round(_quantile(gaps, 0.5) * 1000, 3)
-                out["gap_p95_ms"] = round(_quantile(gaps, 0.95) * 1000, 3)
-                out["gap_max_ms"] = round(gaps[-1] * 1000, 3)
-        if start is not None:
-            out["duration_ms"] = round((end - start) * 1000, 3)
-        return out
+            acked = self._acked
+            outcome = self._outcome
+        return figures.stats(start=start, end=end, chars=chars, acked=acked,
+                             reasoning_chars=reasoning_chars, outcome=outcome)
 
     def timeline(self) -> tuple[float | None, list[tuple[float, int]], list[Flush]]:
         """(generation start, [(time, chars) per piece], flushes): a copy, for traces."""
         with self._cond:
-            pieces = list(zip(self._piece_times, self._piece_chars, strict=True))
-            flushes = [Flush(f.seq, f.first_piece_at, f.sent_at, f.chars, f.acked_at, f.render_ms)
-                       for f in self.flushes]
+            pieces, flushes = self._figures.timeline()
             return self.started_at, pieces, flushes
 
     # ---------------------------------------------------------------- internals
@@ -673,9 +744,3 @@ class Stream:
             if not self._open():
                 raise Cancelled(self.id)
 
-
-def _quantile(sorted_values: list[float], q: float) -> float:
-    if not sorted_values:
-        return math.nan
-    idx = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
-    return sorted_values[idx]

@@ -1,8 +1,8 @@
 """Sources of text pieces: one module per kind.
 
 ``TransformersSource`` is imported on first use, so that ``import nbstream``
-does not import torch; so is ``OpenAISource``, so that
-httpx (the ``openai`` extra) is needed only by those who use them.
+does not import torch; so are ``OpenAISource`` and ``ResponsesSource``, so
+that httpx (the ``openai`` extra) is needed only by those who use them.
 """
 
 from __future__ import annotations
@@ -23,11 +23,12 @@ from .base import (
 )
 from .iterator import IteratorSource
 from .replay import RecordedOutcome, Recorder, Recording, RecordingError, ReplaySource, record
-from .scripted import ScriptedFailure, ScriptedSource
+from .scripted import ScriptedCall, ScriptedFailure, ScriptedSource, call
 from .think import ThinkSplitter, ThinkTags
 
 if TYPE_CHECKING:
     from .openai import OpenAISource
+    from .responses import ResponsesSource
     from .transformers import TransformersSource
 
 __all__ = [
@@ -43,6 +44,8 @@ __all__ = [
     "Recording",
     "RecordingError",
     "ReplaySource",
+    "ResponsesSource",
+    "ScriptedCall",
     "ScriptedFailure",
     "ScriptedSource",
     "Source",
@@ -52,6 +55,7 @@ __all__ = [
     "ToolCallDelta",
     "ToolSchema",
     "TransformersSource",
+    "call",
     "record",
     "report_loading",
 ]
@@ -66,4 +70,8 @@ def __getattr__(name: str) -> Any:
         from . import openai
 
         return getattr(openai, name)
+    if name == "ResponsesSource":
+        from . import responses
+
+        return getattr(responses, name)
     raise AttributeError(f"module 'nbstream.sources' has no attribute {name!r}")

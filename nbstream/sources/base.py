@@ -19,6 +19,7 @@ reply shows "loading model…", and the source may say more with
 
 from __future__ import annotations
 
+import reprlib
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
@@ -31,9 +32,12 @@ if TYPE_CHECKING:
     from ..generation import GenerationOptions
 
 __all__ = ["Cancelled", "ChatMessage", "Emit", "Outcome", "Reasoning", "Source", "SourceError",
-           "ToolCallDelta", "ToolSchema", "report_loading"]
+           "ToolCallDelta", "ToolSchema", "check_source", "report_loading", "source_name"]
 
 
+#: what a source calls per piece: a ``str`` (answer text) or a :class:`Reasoning`. The
+#: pipeline's ``emit`` also takes :class:`ToolCallDelta` pieces (a source with
+#: ``supports_tools``); the type says text, so such a source casts (``toolcalls.emit_call``)
 Emit = Callable[[str], None]
 
 
@@ -74,7 +78,8 @@ class Source(ABC):
 
     @property
     def label(self) -> str:
-        """Short name shown in the view."""
+        """Short name shown in the view; ``""`` shows none (errors and logs then use
+        :func:`source_name`)."""
         return type(self).__name__
 
     def lane_key(self) -> Hashable:
@@ -132,7 +137,8 @@ class Source(ABC):
         to apply and calls :meth:`generate`.
         """
         if options:
-            raise ValueError(f"{self.label} takes no generation options, got {sorted(options)}")
+            raise ValueError(f"{source_name(self)} takes no generation options, "
+                             f"got {sorted(options)}")
         self.check_tools(tools)
         return self.generate(messages, emit, cancel)
 
@@ -140,8 +146,8 @@ class Source(ABC):
         """Raise :class:`ValueError` when ``tools`` are given to a source that cannot
         hand them to its model (:attr:`supports_tools` is False)."""
         if tools and not self.supports_tools:
-            raise ValueError(f"{self.label} cannot call tools (its model is not given them); "
-                             f"got {len(tools)}")
+            raise ValueError(f"{source_name(self)} cannot call tools (its model is not "
+                             f"given them); got {len(tools)}")
 
     def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
         """The generation options a reply asked with ``options`` runs with, the
@@ -151,3 +157,28 @@ class Source(ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
+
+
+def source_name(source: Source) -> str:
+    """What errors and logs call ``source``: its :attr:`~Source.label`, or its
+    class's name where the label is empty (a source shown without a name)."""
+    return source.label or type(source).__name__
+
+
+def check_source(obj: object, what: str, *, also: str = "") -> Source:
+    """``obj`` if it is a :class:`Source`, else a :class:`TypeError` naming ``what``
+    (the argument, e.g. ``"ChatWidget(source=...)"``), what else it takes
+    (``also``, e.g. ``" (or None for the embedded model)"``), and what to do
+    with a Source class, a function or an iterable. The one "is this a source"
+    check of the widgets (any thread: it only reads ``obj``)."""
+    if isinstance(obj, Source):
+        return obj
+    hint = ""
+    if isinstance(obj, type) and issubclass(obj, Source):
+        hint = f"; create one: {obj.__name__}(...)"
+    elif callable(obj):
+        hint = "; wrap a function in IteratorSource"
+    elif hasattr(obj, "__iter__") or hasattr(obj, "__aiter__"):
+        hint = "; to show an iterable of str use nbstream.stream()"
+    raise TypeError(f"{what} must be a nbstream Source{also}, got {type(obj).__name__} "
+                    f"{reprlib.repr(obj)}{hint}")

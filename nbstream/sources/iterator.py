@@ -9,30 +9,47 @@ pieces; the iterator is then closed (``close()`` / ``aclose()``), so that a
 generator's ``finally`` blocks run and an HTTP stream is released.
 
 Parts and endings: a plain ``str`` is answer text; yield
-``Reasoning("…")`` (``nbstream.Reasoning``) for the model's thinking. To say
+``Reasoning("…")`` (``nbstream.sources.Reasoning``) for the model's thinking. To say
 how the generation ended, yield an :class:`~nbstream.core.pieces.Outcome` as the
 last item (``yield Outcome("length", usage={...})``), or ``return`` one from
-a (sync) generator; without one it ended with ``"stop"``. Text with inline
+a (sync) generator; without one it ended with ``"stop"``.
+
+Tool calls: yield :func:`~nbstream.sources.call` items (``yield call("get_weather",
+city="Paris")``) or :class:`~nbstream.core.pieces.ToolCallDelta` pieces as a model
+streams them; a reply that yielded calls ends with ``finish_reason="tool_calls"``
+(unless an Outcome says otherwise). A function of two parameters,
+``fn(messages, tools)``, also receives the tools the chat offers (OpenAI's
+function-tool JSON). Text with inline
 ``<think>…</think>`` is split into reasoning and answer with
 ``think_tags=True`` (``"opened"``: the text starts inside a block the
 template opened); by default (``think_tags=False``) the text is left as it
 is.
+
+The chat's header shows the source's :attr:`~IteratorSource.label`: the name a
+person gave the function (``def answer(messages): ...`` shows "answer"), or
+nothing for a lambda, a ``functools.partial`` of one, or a generator
+expression; ``label=`` names it outright.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import itertools
 import reprlib
+import sys
 import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Sequence
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
-from ..core.pieces import Outcome
-from .base import Cancelled, ChatMessage, Emit, Source
-from .think import ThinkSplitter, ThinkTags, splitting
+from ..core.pieces import Outcome, ToolCallDelta, ToolSchema
+from ..generation import GenerationOptions
+from .base import Cancelled, ChatMessage, Emit, Source, source_name
+from .scripted import ScriptedCall
+from .think import ThinkSplitter, ThinkTags, check_think_options, splitting
+from .toolcalls import emit_call
 
 #: what the function may return: pieces (``str`` or ``Reasoning``), and
 #: optionally an ``Outcome`` as the last item
@@ -42,15 +59,28 @@ PieceSource = Iterable[str | Outcome] | AsyncIterable[str | Outcome]
 class IteratorSource(Source):
     """Stream the strings produced by ``fn(messages)`` (sync or async)."""
 
-    def __init__(self, fn: Callable[[Sequence[ChatMessage]], PieceSource], *,
+    #: the function may yield tool calls (and take the tools as a second argument)
+    supports_tools: ClassVar[bool] = True
+
+    def __init__(self, fn: Callable[..., PieceSource], *,
                  label: str | None = None, think_tags: ThinkTags = False) -> None:
+        """``label`` is shown in the view (default: :func:`given_name` of ``fn``;
+        ``""``: nothing)."""
         _check_fn(fn)
+        if label is not None and not isinstance(label, str):
+            raise TypeError(f"IteratorSource(label=...) must be a str, got "
+                            f"{type(label).__name__} {reprlib.repr(label)}")
         self.fn = fn
-        self.think_tags = _check_think_tags(think_tags)
-        self._label: str = label or str(getattr(fn, "__name__", "iterator"))
+        self._takes_tools = _takes_two(fn)
+        self.think_tags, _ = check_think_options(think_tags, where="IteratorSource")
+        self._label: str = given_name(fn) if label is None else label
+        # what errors and the repr call it: the label, else the function's own name
+        self._name: str = label or str(getattr(fn, "__name__", "iterator"))
 
     @property
     def label(self) -> str:
+        """The name shown in the view: ``label=``, or the name a person gave the
+        function; ``""`` (nothing shown) for a lambda or a generator expression."""
         return self._label
 
     def lane_key(self) -> Hashable:
@@ -58,21 +88,52 @@ class IteratorSource(Source):
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
                  cancel: threading.Event) -> Outcome | None:
-        produced = _check_produced(self.fn(list(messages)), self._label)
+        return self.generate_with(messages, emit, cancel, GenerationOptions())
+
+    def generate_with(self, messages: Sequence[ChatMessage], emit: Emit,
+                      cancel: threading.Event, options: GenerationOptions,
+                      tools: Sequence[ToolSchema] = ()) -> Outcome | None:
+        if options:
+            raise ValueError(f"{source_name(self)} takes no generation options, "
+                             f"got {sorted(options)}")
+        produced = _check_produced(
+            self.fn(list(messages), list(tools)) if self._takes_tools else self.fn(list(messages)),
+            self._name)
         finish = None
         if self.think_tags:
             emit, finish = splitting(emit, ThinkSplitter(start_inside=self.think_tags == "opened"))
-        ending = _Ending(self._label)
+        ending = _Ending(self._name)
         if hasattr(produced, "__aiter__"):
             outcome = _drain_async(produced, emit, cancel, ending)  # type: ignore[arg-type]
         else:
             outcome = _drain_sync(produced, emit, cancel, ending)
         if finish is not None and not cancel.is_set():
             finish()
+        if outcome is None and ending.calls:
+            return Outcome("tool_calls")
         return outcome
 
     def __repr__(self) -> str:
-        return f"IteratorSource({self._label})"
+        return f"IteratorSource({self._name})"
+
+
+def given_name(obj: object) -> str:
+    """The name a person gave ``obj``, or ``""`` when nobody named it.
+
+    A function, a method or a generator made by one: its ``__name__``; a
+    ``functools.partial``: its function's; an instance of a class of one's own
+    (a callable model object, an iterable class): that class's name. Nothing for
+    a lambda, a generator expression or a comprehension (``<lambda>``,
+    ``<genexpr>``), nor for a list or another object of Python's own types.
+    """
+    while isinstance(obj, functools.partial):
+        obj = obj.func
+    name = getattr(obj, "__name__", None)
+    if not isinstance(name, str):
+        cls = type(obj)
+        stdlib = cls.__module__.partition(".")[0] in sys.stdlib_module_names
+        name = "" if stdlib else cls.__name__
+    return "" if name.startswith("<") else name
 
 
 # ----------------------------------------------------------------- validation
@@ -90,9 +151,11 @@ def _check_fn(fn: object) -> None:
     try:
         sig.bind([])
     except TypeError:
+        if _takes_two(fn):
+            return
         raise TypeError(f"IteratorSource(fn): fn must take one argument (the conversation, "
-                        f"a list of {{'role', 'content'}} dicts); {_name(fn)}{sig} "
-                        "cannot be called with one") from None
+                        f"a list of {{'role', 'content'}} dicts), or two (the conversation and "
+                        f"the tools); {_name(fn)}{sig} cannot be called with one") from None
 
 
 def _check_produced(produced: object, label: str) -> PieceSource:
@@ -108,14 +171,21 @@ def _check_produced(produced: object, label: str) -> PieceSource:
     return cast(PieceSource, produced)
 
 
+def _takes_two(fn: object) -> bool:
+    """Whether ``fn`` takes (messages, tools)."""
+    try:
+        sig = inspect.signature(fn)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    try:
+        sig.bind([], [])
+    except TypeError:
+        return False
+    return True
+
+
 def _name(fn: object) -> str:
     return str(getattr(fn, "__qualname__", getattr(fn, "__name__", type(fn).__name__)))
-
-
-def _check_think_tags(value: Any) -> ThinkTags:
-    if value is None or isinstance(value, bool) or value == "opened":
-        return value  # type: ignore[no-any-return]
-    raise ValueError(f"think_tags must be True, False, None or 'opened', got {value!r}")
 
 
 
@@ -126,21 +196,33 @@ class _Ending:
         self.label = label
         self.outcome: Outcome | None = None
         self._count = itertools.count(1)
+        #: tool calls yielded (call(...) items get the indexes 0, 1, ... and ids call_<n>)
+        self.calls = 0
+        self._ids = itertools.count(1)
 
-    def take(self, item: Any) -> str | None:
-        """The piece ``item`` is, or None if it was the Outcome."""
+    def take(self, item: Any) -> list[str | ToolCallDelta] | None:
+        """The pieces ``item`` makes, or None if it was the Outcome."""
         if self.outcome is not None:
             raise TypeError("the function yielded something after an Outcome; "
                             "an Outcome must be the last item")
         if isinstance(item, Outcome):
             self.outcome = item
             return None
+        if isinstance(item, ToolCallDelta):
+            if item.name is not None:
+                self.calls += 1
+            return [item]
+        if isinstance(item, ScriptedCall):
+            index = self.calls
+            self.calls += 1
+            cid = item.id or f"call_{next(self._ids)}"
+            return [ToolCallDelta(index, item.arguments, id=cid, name=item.name)]
         n = next(self._count)
         if not isinstance(item, str):
             raise TypeError(f"IteratorSource function {self.label!r} yielded piece #{n} of type "
                             f"{type(item).__name__} ({reprlib.repr(item)}); every piece "
-                            "must be a str (or Reasoning), or an Outcome last")
-        return item
+                            "must be a str (or Reasoning), a tool call, or an Outcome last")
+        return [item]
 
     def returned(self, value: Any) -> None:
         """A generator's return value: an Outcome, or None."""
@@ -149,6 +231,13 @@ class _Ending:
         elif value is not None and not isinstance(value, Outcome):
             raise TypeError(f"the generator returned {type(value).__name__}; "
                             "return an Outcome or nothing")
+
+
+def _emit(emit: Emit, piece: str | ToolCallDelta) -> None:
+    if isinstance(piece, ToolCallDelta):
+        emit_call(emit, piece)
+    else:
+        emit(piece)
 
 
 def _drain_sync(produced: Iterable[Any], emit: Emit,
@@ -163,9 +252,8 @@ def _drain_sync(produced: Iterable[Any], emit: Emit,
                 return ending.outcome
             if cancel.is_set():
                 raise Cancelled()
-            piece = ending.take(item)
-            if piece is not None:
-                emit(piece)
+            for piece in ending.take(item) or ():
+                _emit(emit, piece)
     finally:
         close = getattr(it, "close", None)
         if close is not None:
@@ -191,9 +279,8 @@ def _drain_async(produced: AsyncIterable[Any], emit: Emit,
                     item = nxt.result()
                 except StopAsyncIteration:
                     return
-                piece = ending.take(item)
-                if piece is not None:
-                    emit(piece)
+                for piece in ending.take(item) or ():
+                    _emit(emit, piece)
         finally:
             aclose = getattr(it, "aclose", None)
             if aclose is not None:

@@ -47,9 +47,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
-from typing import Any, Protocol, get_args
+from typing import Any, Protocol, cast, get_args
 
-from ..core.pieces import FinishReason, Outcome, Reasoning
+from ..core.pieces import FinishReason, Outcome, Reasoning, ToolCallDelta
 from .base import Cancelled, ChatMessage, Emit, Source
 
 __all__ = ["FORMAT_VERSION", "RecordedOutcome", "Recorder", "Recording", "RecordingError",
@@ -361,10 +361,11 @@ class Recorder(Source):
         clock = self._clock
         start = clock()
 
-        def recording_emit(piece: str) -> None:
+        def recording_emit(piece: str | ToolCallDelta) -> None:
             t = clock() - start  # when the source produced it, before any backpressure
-            emit(piece)
-            pieces.append((t, piece))
+            cast(Callable[[object], None], emit)(piece)
+            if isinstance(piece, str):  # (tool-call pieces are not recorded yet)
+                pieces.append((t, piece))
 
         def keep(status: str, outcome: Outcome | None, error: str | None = None) -> Recording:
             header: dict[str, Any] = {

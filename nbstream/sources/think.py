@@ -33,12 +33,13 @@ The rules, for the whole text:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Literal
+import reprlib
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, cast
 
-from ..core.pieces import Reasoning
+from ..core.pieces import Reasoning, ToolCallDelta
 
-__all__ = ["CLOSE", "OPEN", "ThinkSplitter", "ThinkTags", "splitting"]
+__all__ = ["CLOSE", "OPEN", "ThinkSplitter", "ThinkTags", "check_think_options", "splitting"]
 
 OPEN = "<think>"
 CLOSE = "</think>"
@@ -48,6 +49,33 @@ CLOSE = "</think>"
 #: it is), or ``"opened"`` (split, and the output starts inside a block the
 #: template opened).
 ThinkTags = bool | Literal["opened"] | None
+
+
+def check_think_options(think_tags: object, chat_template_kwargs: object = None, *,
+                        where: str) -> tuple[ThinkTags, dict[str, Any]]:
+    """A source's thinking options, checked in the caller's thread: ``think_tags``
+    (see :data:`ThinkTags`) and ``chat_template_kwargs`` (a dict, such as
+    ``{"enable_thinking": False}``, handed to the model's chat template; None: none),
+    returned as (``think_tags``, a copy of the dict). The one check every source
+    that takes them uses; an error names ``where`` (the source's constructor).
+
+    Raises :class:`ValueError` for a ``think_tags`` of another value,
+    :class:`TypeError` for ``chat_template_kwargs`` that are not a mapping with
+    str keys.
+    """
+    if not (think_tags is None or isinstance(think_tags, bool) or think_tags == "opened"):
+        raise ValueError(f"{where}: think_tags must be True, False, None or 'opened', "
+                         f"got {reprlib.repr(think_tags)}")
+    if chat_template_kwargs is None:
+        kwargs: dict[str, Any] = {}
+    elif isinstance(chat_template_kwargs, Mapping) and all(
+            isinstance(k, str) for k in chat_template_kwargs):
+        kwargs = dict(chat_template_kwargs)
+    else:
+        raise TypeError(f"{where}: chat_template_kwargs must be a dict, such as "
+                        f"{{'enable_thinking': False}}, got {type(chat_template_kwargs).__name__} "
+                        f"{reprlib.repr(chat_template_kwargs)}")
+    return think_tags, kwargs
 
 
 def _is_space(text: str) -> bool:
@@ -175,9 +203,15 @@ def splitting(emit: Callable[[str], None], splitter: ThinkSplitter
               ) -> tuple[Callable[[str], None], Callable[[], None]]:
     """``(emit2, finish)``: ``emit2`` feeds the splitter and emits what it gives;
     ``finish()`` emits what it held at the end. Explicit :class:`Reasoning`
-    pieces pass through as they are."""
+    pieces pass through as they are, and so do tool-call pieces (after what the
+    splitter held)."""
 
     def emit2(piece: str) -> None:
+        if isinstance(piece, ToolCallDelta):  # (the pipeline's emit takes these too)
+            for part in splitter.flush():
+                emit(part)
+            cast(Callable[[object], None], emit)(piece)
+            return
         if isinstance(piece, Reasoning):
             for part in splitter.flush():
                 emit(part)

@@ -16,13 +16,17 @@ import traitlets
 
 from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..conversation import transcript
+from ..conversation.history import UserTurn
 from ..conversation.transcript import StoredMessage, Transcript
 from ..core.pieces import FINAL_STATUSES
 from ..generation import GenerationOptions, check_generation
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import ChatMessage, Source
+from ..sources.base import ChatMessage, Source, check_source, source_name
+from .protocol import ViewMsg
 from .reply import Reply
-from .widget import MAX_VIEW_TEXT, BadViewMessage, StreamingWidget, UserTurn
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
+from .widget import StreamingWidget
+from .wire import BadViewMessage
 
 log = logging.getLogger("nbstream")
 
@@ -33,15 +37,8 @@ def resolve_source(source: Source | None, where: str = "ChatWidget") -> Source:
         from ..sources.transformers import TransformersSource
 
         return TransformersSource()
-    if not isinstance(source, Source):
-        hint = ""
-        if callable(source):
-            hint = "; wrap a function in IteratorSource"
-        elif hasattr(source, "__iter__") or hasattr(source, "__aiter__"):
-            hint = "; to show an iterable of str use nbstream.stream()"
-        raise TypeError(f"{where}(source=...) must be a nbstream Source (or None for the "
-                        f"embedded model), got {type(source).__name__} {short(source)}{hint}")
-    return source
+    return check_source(source, f"{where}(source=...)",
+                        also=" (or None for the embedded model)")
 
 
 class ChatWidget(StreamingWidget):
@@ -78,6 +75,8 @@ class ChatWidget(StreamingWidget):
         system_prompt: str | None = None,
         generation: GenerationOptions | None = None,
         messages: Sequence[Mapping[str, Any]] | None = None,
+        tools: Sequence[Any] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         **options: Unpack[StreamOptions],
     ) -> None:
         """A chat on ``source`` (None: the embedded default model).
@@ -91,7 +90,10 @@ class ChatWidget(StreamingWidget):
         (what :meth:`to_messages` returns; a first ``system`` message sets the
         system prompt; an assistant's dict may also carry ``reasoning`` and a
         final ``status``), shown at once and seen by the model with the next
-        question.
+        question. ``tools``: functions (or :class:`~nbstream.tools.Tool` objects, MCP
+        servers) the model may call (see :attr:`tools`; each call waits for a
+        person's approval unless its tool says ``approve=True``), at most
+        ``max_tool_rounds`` rounds of calls per question.
         """
         opts = parse_options(ChatWidget.__init__, options)
         check_system_prompt(system_prompt, "ChatWidget")
@@ -107,6 +109,8 @@ class ChatWidget(StreamingWidget):
         self.source = source
         self.system_prompt = system_prompt
         self.generation = generation
+        self.max_tool_rounds = max_tool_rounds
+        self._set_tools(tools, "ChatWidget")
         if history.messages:
             self._restore(history.messages, source)
 
@@ -159,7 +163,7 @@ class ChatWidget(StreamingWidget):
     @generation.setter
     def generation(self, value: GenerationOptions | None) -> None:
         self._generation = check_generation(
-            value, "ChatWidget.generation", label=self.source.label,
+            value, "ChatWidget.generation", label=source_name(self.source),
             supported=self.source.generation_options)
 
     def send(self, text: str) -> Reply:
@@ -175,34 +179,40 @@ class ChatWidget(StreamingWidget):
     def messages(self) -> list[dict[str, Any]]:
         """The conversation shown (the branch in view): ``[{"role", "content", "id",
         "status"}, ...]`` (a copy). :attr:`tree` has every branch."""
-        with self._lock:
-            entries = self._history()
+        entries = self._history.path()
         out: list[dict[str, Any]] = []
         for e in entries:
             if isinstance(e, UserTurn):
                 out.append({"role": "user", "content": e.text, "id": e.id, "status": "done"})
             else:
-                out.append({"role": "assistant", "content": e.text, "id": e.id,
-                            "status": e.status})
+                m: dict[str, Any] = {"role": "assistant", "content": e.text, "id": e.id,
+                                     "status": e.status}
+                calls = e.tool_calls
+                if calls:  # (#20) every call of every round, with where it stands
+                    m["tool_calls"] = [
+                        {"id": c.id, "name": c.name, "arguments": c.arguments,
+                         "state": c.state, "result": None if c.result is None
+                         else c.result.text} for c in calls]
+                out.append(m)
         return out
 
     def to_messages(self, include_reasoning: bool = False) -> list[ChatMessage]:
         """The conversation shown, OpenAI-style: ``[{"role", "content"}, ...]``, the
         system prompt first (if any). Every message shown is there, an answer with no
-        text too. With ``include_reasoning``, a reply's reasoning comes first in its
-        content in ``<think>`` tags (as ``include_reasoning_in_history`` sends it to
-        the model); ``ChatWidget(source, messages=chat.to_messages(...))`` reads
-        either form back."""
+        text too. A reply that called tools is an assistant turn per round, with its
+        ``tool_calls``, each followed by a ``"tool"`` turn per call (``tool_call_id``,
+        ``name``, and as ``content`` what the model was told). With
+        ``include_reasoning``, a reply's reasoning comes first in its content in
+        ``<think>`` tags (as ``include_reasoning_in_history`` sends it to the model);
+        ``ChatWidget(source, messages=chat.to_messages(...))`` reads either form back."""
         out: list[ChatMessage] = []
         if self.system_prompt:
             out.append({"role": "system", "content": self.system_prompt})
-        with self._lock:
-            entries = self._history()
-        for e in entries:
+        for e in self._history.path():
             if isinstance(e, UserTurn):
                 out.append({"role": "user", "content": e.text})
-            else:
-                out.append({"role": "assistant", "content": e.history_content(include_reasoning)})
+            else:  # one assistant turn, or (tool calls) one per round with its tool turns
+                out.extend(e.history_messages(include_reasoning))
         return out
 
     def to_markdown(self) -> str:
@@ -235,7 +245,8 @@ class ChatWidget(StreamingWidget):
         old one, which stays (the view shows ``< 2 / 2 >`` to switch); a last answer
         still running is stopped first."""
         with self._lock:
-            last = next((e for e in reversed(self._history()) if isinstance(e, Reply)), None)
+            last = next((e for e in reversed(self._history.path()) if isinstance(e, Reply)),
+                        None)
             if last is None:
                 return None
             last.cancel()
@@ -253,7 +264,7 @@ class ChatWidget(StreamingWidget):
                             f"chat.messages), got {type(index).__name__} {short(index)}")
         check_prompt(text, "edit")
         with self._lock:
-            shown = self._history()
+            shown = self._history.path()
             if not -len(shown) <= index < len(shown):
                 raise IndexError(f"edit(index={index}): the chat shows {len(shown)} messages")
             target = shown[index]
@@ -267,10 +278,10 @@ class ChatWidget(StreamingWidget):
         below it, the messages shown when it was last in view). Returns
         :attr:`messages`."""
         with self._lock:
-            if not isinstance(id, str) or id not in self._branches:
+            if not isinstance(id, str) or id not in self._history:
                 raise ValueError(f"switch_to(id={id!r}): no such message; the ids are in "
                                  "chat.tree")
-            self._wire.current = self._branches.show(id)
+            self._history.show(id)
         self._pump.publish(self._channel, [id])  # (a meta: what wakes the pump)
         return self.messages
 
@@ -296,9 +307,11 @@ class ChatWidget(StreamingWidget):
         return self.send(self.CONTINUE_PROMPT)
 
     def __repr__(self) -> str:
-        with self._lock:
-            n = len(self._history())
+        n = len(self._history.path())
         return f"{type(self).__name__}(source={self.source!r}, messages={n})"
+
+    def _sources(self) -> list[Source]:
+        return [self.source]
 
     # -------------------------------------------------------------- internals
     def _edit(self, target: UserTurn, text: str) -> Reply:
@@ -311,8 +324,8 @@ class ChatWidget(StreamingWidget):
     def _transcript(self, *, live_as_stopped: bool) -> Transcript:
         """Every message (each parent before its children) and the branch shown."""
         with self._lock:
-            entries = list(self._all)
-            current = self._branches.current
+            entries = self._history.entries()
+            current = self._history.current
         out: list[StoredMessage] = []
         for e in entries:
             if isinstance(e, UserTurn):
@@ -321,49 +334,46 @@ class ChatWidget(StreamingWidget):
                 status, finish = e.status, e.finish_reason
                 if live_as_stopped and status not in FINAL_STATUSES:
                     status, finish = "stopped", "cancelled"
+                rounds = None
+                if e.tool_calls:  # (#20) round by round, with each call as it ended
+                    rounds = tuple({"reasoning": r["reasoning"], "content": r["content"],
+                                    "tool_calls": [c.saved() for c in r["calls"]]}
+                                   for r in e.rounds())
                 m = StoredMessage(e.id, e.parent, "assistant", e.text, e.reasoning, status,
-                                  finish, e.reason if status in ("error", "timeout") else None)
+                                  finish, e.reason if status in ("error", "timeout") else None,
+                                  rounds)
             out.append(m)
         return Transcript(tuple(out), current, self.system_prompt, self.title)
 
     def _ask(self, text: str) -> None:
         self.send(text)
 
-    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "regenerate":
+    def _on_command(self, msg: ViewMsg) -> bool:
+        if msg["kind"] == "regenerate":
             self.regenerate()
             return True
-        if kind == "switch":
-            mid = content.get("id")
-            with self._lock:
-                known = isinstance(mid, str) and mid in self._branches
-            if not known:
+        if msg["kind"] == "switch":
+            if msg["id"] not in self._history:
                 raise BadViewMessage("switch to an unknown id")
-            self.switch_to(str(mid))
+            self.switch_to(msg["id"])
             return True
-        if kind == "edit":
-            mid, text = content.get("id"), content.get("text")
-            if not isinstance(text, str) or not text.strip() or len(text) > MAX_VIEW_TEXT:
-                raise BadViewMessage("edit without a usable text")
+        if msg["kind"] == "edit":
+            if not msg["text"].strip():
+                raise BadViewMessage("edit of a blank text")
             with self._lock:
-                target = self._wire.known.get(mid) if isinstance(mid, str) else None
+                target = self._history.get(msg["id"])
                 if not isinstance(target, UserTurn):
                     raise BadViewMessage("edit of an unknown or non-user message")
-                self._edit(target, text)
+                self._edit(target, msg["text"])
             return True
-        if kind == "system_prompt":  # an edit in the view
-            text = content.get("text")
-            if not isinstance(text, str):
-                raise BadViewMessage("system_prompt without a str text")
-            if len(text) > MAX_VIEW_TEXT:
-                raise BadViewMessage(f"system_prompt of more than {MAX_VIEW_TEXT} characters")
+        if msg["kind"] == "system_prompt":  # an edit in the view
+            text = msg["text"]
             self.system_prompt = text if text.strip() else None
             return True
-        if kind == "continue":
-            rid = content.get("id")
+        if msg["kind"] == "continue":
             try:
-                self.continue_(rid if isinstance(rid, str) else None)
+                self.continue_(msg["id"])
             except ValueError as exc:  # a stale button: nothing to continue
                 log.debug("nbstream: %s", exc)
             return True
-        return super()._on_command(kind, content)
+        return super()._on_command(msg)

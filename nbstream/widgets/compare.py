@@ -17,9 +17,12 @@ import traitlets
 
 from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import Source
+from ..sources.base import Source, check_source
+from .protocol import ViewMsg
 from .reply import Reply
-from .widget import BadViewMessage, StreamingWidget
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
+from .widget import StreamingWidget
+from .wire import BadViewMessage
 
 
 class Compare(StreamingWidget):
@@ -43,11 +46,16 @@ class Compare(StreamingWidget):
         labels: Sequence[str] | None = None,
         system_prompt: str | None = None,
         title: str = "",
+        tools: Sequence[Any] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         **options: Unpack[StreamOptions],
     ) -> None:
         """Compare ``sources`` (at least two); ask them ``prompt`` at once if given.
 
-        ``labels`` name the panes (default: each source's label).
+        ``labels`` name the panes (default: each source's label; a pane whose
+        source shows no label is called "Pane 2" in the view). ``tools``: the
+        functions every model may call (see ``ChatWidget``; each pane runs its own
+        calls, each waiting for approval unless its tool says ``approve=True``).
         """
         opts = parse_options(Compare.__init__, options)
         check_system_prompt(system_prompt, "Compare")
@@ -59,9 +67,7 @@ class Compare(StreamingWidget):
         if len(sources) < 2:
             raise ValueError("Compare(sources=...) needs at least two sources")
         for i, s in enumerate(sources):
-            if not isinstance(s, Source):
-                raise TypeError(f"Compare(sources=...): item {i} must be a nbstream Source, "
-                                f"got {type(s).__name__} {short(s)}")
+            check_source(s, f"Compare(sources=...): item {i}")
         if prompt is not None:
             check_prompt(prompt, "Compare")
         if labels is not None and (isinstance(labels, (str, bytes))
@@ -75,16 +81,23 @@ class Compare(StreamingWidget):
         seen: dict[str, int] = {}
         original = list(names)
         for i, n in enumerate(original):
-            if original.count(n) > 1:
+            if n and original.count(n) > 1:
                 seen[n] = seen.get(n, 0) + 1
                 names[i] = f"{n} #{seen[n]}"
-        super().__init__(title=title, options=opts, source_label=" vs ".join(names),
+        # the header names the sources only when each has a name to show
+        shown = " vs ".join(names) if all(names) else ""
+        super().__init__(title=title, options=opts, source_label=shown,
                          mode="compare", panes=[{"label": n} for n in names])
         self.sources = sources
         self.labels = names
         self.system_prompt = system_prompt
+        self.max_tool_rounds = max_tool_rounds
+        self._set_tools(tools, "Compare")
         if prompt is not None:
             self.send(prompt)
+
+    def _sources(self) -> list[Source]:
+        return list(self.sources)
 
     def send(self, text: str) -> list[Reply]:
         """Ask every source ``text``; returns one reply per pane, in pane order."""
@@ -127,12 +140,10 @@ class Compare(StreamingWidget):
     def _ask(self, text: str) -> None:
         self.send(text)
 
-    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        if kind == "stop" and "pane" in content:
-            pane = content["pane"]
-            if isinstance(pane, bool) or not isinstance(pane, int) or not (
-                    0 <= pane < len(self.sources)):
+    def _on_command(self, msg: ViewMsg) -> bool:
+        if msg["kind"] == "stop" and "pane" in msg:
+            if msg["pane"] >= len(self.sources):
                 raise BadViewMessage("stop for an unknown pane")
-            self.stop_pane(pane)
+            self.stop_pane(msg["pane"])
             return True
-        return super()._on_command(kind, content)
+        return super()._on_command(msg)

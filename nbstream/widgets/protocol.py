@@ -1,6 +1,20 @@
-"""The wire protocol between the kernel and the browser view, as types.
+"""The wire protocol between the kernel and the browser view, as types: declared once.
 
-Mirrored by ``js/src/protocol.ts``; change both together.
+This module is the one source of truth. The front end's types
+(``js/src/protocol.gen.ts``, re-exported by ``js/src/protocol.ts``) are
+generated from it by ``python scripts/gen_protocol.py`` (Python types -> JSON
+Schema with msgspec -> TypeScript with json-schema-to-typescript); ``make lint``
+runs ``scripts/gen_protocol.py --check``, which fails when that file is stale.
+The kernel checks every message a view sends against these types
+(``wire.py``: :func:`~nbstream.widgets.wire.parse_view_msg`), bounds included
+(the ``MAX_*`` below), before a handler sees it.
+
+**Adding a type.** Declare it here (a ``TypedDict``, ``Literal`` or alias;
+``#:`` comments on fields become the TypeScript doc comments), add a view ->
+kernel message to :data:`ViewMsg` (its ``kind`` is a ``Literal``: that is how
+it is dispatched), name a new top-level type in :data:`GENERATED` if nothing
+generated reaches it, run ``python scripts/gen_protocol.py``, and handle the new
+message in ``StreamingWidget._on_command`` (or a subclass's).
 
 Direction rules (who may send what, how often, and why):
 
@@ -55,13 +69,17 @@ Direction rules (who may send what, how often, and why):
   sends :class:`ResyncMsg`; the kernel answers by re-sending the missing
   delta keys and the meta. A message whose meta is final is complete once
   its deltas ``1..seq`` are applied; nothing else of it changes.
-* **Parts.** A delta carries runs of typed parts (:data:`PartType`: today
-  ``"reasoning"`` and ``"answer"``). A view shows each type in its own block
-  and ignores a type it does not know, so a new type (tool calls...) is added
-  without another redesign.
+* **Parts.** A delta carries runs of typed parts (:data:`PartType`:
+  ``"reasoning"``, ``"answer"``, and the tool loop's: a tool call's ``"tool"``
+  argument text, its ``"tool_result"`` and the ``"round"`` markers; see
+  :data:`DeltaRun` and :class:`ToolCallMeta`). A view shows each type in its own
+  block and ignores a type it does not know, so a new type is added without
+  another redesign (a view of an older version shows the text of a reply with
+  tool calls, without the calls).
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
   :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
-  :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`),
+  :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`,
+  :class:`ToolApprovalMsg`),
   :class:`HelloMsg` when a view is rendered (the kernel re-sends the metas of live
   messages and ``live``), and
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
@@ -75,26 +93,144 @@ Direction rules (who may send what, how often, and why):
 
 from __future__ import annotations
 
-from typing import Any, Literal, TypedDict
+import sys
+from typing import Annotated, Any, Literal, TypedDict
 
-from ..core.pieces import FINAL_STATUSES, FinishReason, PartType, Status
+from msgspec import Meta
 
-__all__ = ["FINAL_STATUSES", "Status"]  # re-exported: the wire carries them
+from ..core.pieces import (
+    FINAL_STATUSES,
+    FINAL_TOOL_STATES,
+    PART_TYPES,
+    TOOL_STATES,
+    FinishReason,
+    PartType,
+    Status,
+    ToolDecision,
+    ToolState,
+)
+
+if sys.version_info >= (3, 11):
+    from typing import NotRequired
+else:  # pragma: no cover
+    from typing_extensions import NotRequired
+
+__all__ = ["FINAL_STATUSES", "FINAL_TOOL_STATES", "PART_TYPES", "TOOL_STATES", "Status",
+           "ToolDecision", "ToolState"]  # re-exported: the wire carries them
 
 Role = Literal["user", "assistant", "system"]
 
+#: How the view lays the conversation out (the ``mode`` trait): ``chat`` (a
+#: conversation with an input box: ChatWidget), ``stream`` (an optional prompt
+#: and one answer, no input box: StreamView, stream()), ``compare`` (one column
+#: per pane, one shared input box: Compare).
+Mode = Literal["chat", "stream", "compare"]
 
-#: What one delta appends: a string (all answer text) or ``[[type, text], ...]``.
-DeltaBody = str | list[list[str]]
+#: One run of a delta: ``[type, text]`` for answer and reasoning text (a view ignores
+#: a run of a type it does not know; the tool loop's runs are :data:`ToolArgsRun`,
+#: :data:`ToolResultRun` and :data:`RoundRun`)
+TextRun = tuple[Literal["answer", "reasoning"], str]
+
+#: bounds on what a view message may carry (a message beyond one is refused)
+MAX_VIEW_TEXT = 1_000_000
+MAX_VIEW_ID = 256
+MAX_SEQ = 1 << 53
+MAX_RENDER_MS = 3_600_000.0
+
+#: a message id, as a view names it
+ViewId = Annotated[str, Meta(max_length=MAX_VIEW_ID)]
+#: text a person typed in the view
+ViewText = Annotated[str, Meta(max_length=MAX_VIEW_TEXT)]
 
 
 class LoadingMeta(TypedDict):
-    """What a loading reply waits for, as its source last said (see ``loading.py``)."""
+    """What a loading reply waits for, as its source last said (see ``core/loading.py``)."""
 
     #: one short line: "preparing the model (first run, once)", "loading model"
     text: str
     #: how far, 0..1 (rounded to 0.001); null: unknown
     fraction: float | None
+
+
+# ---- tool calls (#20) -------------------------------------------------------------------
+# (the states of a call and a person's answer are declared beside the statuses, in
+# core/pieces.py: ToolState, TOOL_STATES, FINAL_TOOL_STATES, ToolDecision)
+
+
+class ToolCallMetaExtras(TypedDict, total=False):
+    """Keys a :class:`ToolCallMeta` carries only where they apply."""
+
+    #: it needed a person's approval (the card shows Allow / Deny while it waits)
+    asks: bool
+    #: the card offers "Always allow" (not for a tool that runs code)
+    always: bool
+    #: one line: why it ended in error / denied / cancelled
+    error: str
+    #: how long the tool ran, ms (once it ended, if it ran)
+    ms: float
+    #: characters of the arguments the view did not receive (bounded on the wire)
+    cut: int
+
+
+class ToolCallMeta(ToolCallMetaExtras):
+    """One tool call of a message, in its meta's ``tools`` list (index: the call's
+    number, which its delta runs name). Its arguments and result travel in the
+    message's deltas (:data:`ToolArgsRun`, :data:`ToolResultRun`)."""
+
+    id: str
+    name: str
+    state: ToolState
+    #: the round of the turn it was asked in (0: the model's first answer)
+    round: int
+
+
+#: A tool result as the view may show it (tools/results.py): MIME type -> data, each
+#: bounded (``DISPLAY_LIMITS``; images base64, PNG or JPEG only; HTML and Markdown
+#: sanitized by the view like model output), and ``omitted``: MIME type -> characters
+#: of the displays left out for their size.
+ToolDisplay = TypedDict("ToolDisplay", {
+    "text/html": str,
+    "text/markdown": str,
+    "image/png": str,
+    "image/jpeg": str,
+    "omitted": dict[str, int],
+}, total=False)
+
+#: ``["tool", text, n]``: a piece of the argument text (JSON) of the message's tool
+#: call number ``n`` (0, 1, ... over its rounds), in order as it streams; the first
+#: (maybe empty) marks the call's place among the parts
+ToolArgsRun = tuple[Literal["tool"], str, int]
+#: ``["tool_result", text, n, display]``: the result of call ``n``: the text the model
+#: was told, and what the view may show
+ToolResultRun = tuple[Literal["tool_result"], str, int, ToolDisplay]
+#: ``["round", "", r]``: round ``r`` (1, 2, ...) of the tool loop starts here: the
+#: model asked again with the results of the calls before it
+RoundRun = tuple[Literal["round"], Literal[""], int]
+
+
+class ToolApprovalMsg(TypedDict):
+    """View -> kernel: a person's answer to the approval card of call ``call`` in reply
+    ``id``. The kernel refuses (and logs) one that does not match a call of that reply
+    waiting for approval (stale, forged, answered already)."""
+
+    kind: Literal["tool_approval"]
+    id: ViewId
+    call: ViewId
+    decision: ToolDecision
+
+
+#: the tool loop's types and constants, for ``GENERATED`` below
+TOOL_TYPES: tuple[Any, ...] = (ToolState, ToolDecision, ToolCallMeta, ToolDisplay,
+                               ToolArgsRun, ToolResultRun, RoundRun, ToolApprovalMsg)
+TOOL_CONSTANTS = ("TOOL_STATES", "FINAL_TOOL_STATES")
+# ---- end of tool calls ------------------------------------------------------------------
+
+#: One run of a delta, as a kernel of this version sends it.
+DeltaRun = TextRun | ToolArgsRun | ToolResultRun | RoundRun
+
+#: What one delta appends: a string (all answer text) or its runs in order
+#: (``[[type, text, ...], ...]``; see ``Run`` in core/stream.py).
+DeltaBody = str | list[DeltaRun]
 
 
 class MessageMetaExtras(TypedDict, total=False):
@@ -107,10 +243,10 @@ class MessageMetaExtras(TypedDict, total=False):
     #: why a finished reply ended (see :data:`~nbstream.core.pieces.FinishReason`); null:
     #: the source's stream ended with no end marker. Absent while it runs.
     finish_reason: FinishReason | None
-    #: one-line error for ``error`` / ``timeout``
-    error: str
-    #: optional details (traceback) shown on demand
-    detail: str
+    #: one-line error for ``error`` / ``timeout`` (absent or null: none)
+    error: str | None
+    #: optional details (traceback) shown on demand (absent or null: none)
+    detail: str | None
     #: the message this one follows (null: a first message). Messages with the same
     #: parent are alternatives (an edited question, a regenerated answer); absent in
     #: states saved by older versions, whose messages follow each other in id order
@@ -121,6 +257,8 @@ class MessageMetaExtras(TypedDict, total=False):
     #: an assistant's generation options in force (``temperature``,
     #: ``max_new_tokens``...; see :mod:`nbstream.generation`); absent: none known
     options: dict[str, Any]
+    #: its tool calls, in call order (absent: none; see :class:`ToolCallMeta`)
+    tools: list[ToolCallMeta]
 
 
 class MessageMeta(MessageMetaExtras):
@@ -143,6 +281,9 @@ class MessageStateExtras(TypedDict, total=False):
     finish_reason: FinishReason | None
     #: the message this one follows (None: a first message)
     parent: str | None
+    #: while ``loading``: what the source waits for (the view's copy of its meta's;
+    #: ``StreamingWidget.conversation`` leaves it out)
+    progress: LoadingMeta
     #: the generation options in force (see :class:`MessageMetaExtras`)
     options: dict[str, Any]
 
@@ -169,28 +310,31 @@ class MessageState(MessageStateExtras):
 
 
 class DeltaMsg(TypedDict):
-    """Older kernels -> view: ``text`` is appended to message ``id``."""
+    """Older kernels -> view: ``text`` (and ``reasoning``) is appended to message ``id``."""
 
     kind: Literal["delta"]
     id: str
     seq: int
+    #: the answer text it appends
     text: str
+    #: the reasoning it appends (absent: none)
+    reasoning: NotRequired[str]
 
 
 class SendMsg(TypedDict):
     """View -> kernel: the user sent a prompt."""
 
     kind: Literal["send"]
-    text: str
+    text: ViewText
 
 
-class StopMsg(TypedDict, total=False):
+class StopMsg(TypedDict):
     """View -> kernel: stop the reply ``id``, or ``Compare``'s pane ``pane``, or (with
     neither) whatever runs."""
 
     kind: Literal["stop"]
-    id: str
-    pane: int
+    id: NotRequired[ViewId]
+    pane: NotRequired[Annotated[int, Meta(ge=0)]]
 
 
 class RegenerateMsg(TypedDict):
@@ -210,7 +354,7 @@ class ContinueMsg(TypedDict):
     """View -> kernel: ask the model to go on from the reply ``id`` (cut at the limit)."""
 
     kind: Literal["continue"]
-    id: str
+    id: ViewId
 
 
 class SwitchMsg(TypedDict):
@@ -218,7 +362,7 @@ class SwitchMsg(TypedDict):
     at its place)."""
 
     kind: Literal["switch"]
-    id: str
+    id: ViewId
 
 
 class EditMsg(TypedDict):
@@ -226,8 +370,8 @@ class EditMsg(TypedDict):
     alternative to it, answered (the old one and what followed it stay)."""
 
     kind: Literal["edit"]
-    id: str
-    text: str
+    id: ViewId
+    text: ViewText
 
 
 class SystemPromptMsg(TypedDict):
@@ -235,43 +379,142 @@ class SystemPromptMsg(TypedDict):
     to the next question (``ChatWidget``)."""
 
     kind: Literal["system_prompt"]
-    text: str
+    text: ViewText
 
 
-class HelloMsg(TypedDict):
-    """View -> kernel: a view was rendered; bring it up to date."""
+class HelloMsgExtras(TypedDict, total=False):
+    """Keys a :class:`HelloMsg` carries from views of this version."""
+
+    #: the view's own id (random, one per rendered view), which its :class:`ByeMsg` repeats
+    view: Annotated[str, Meta(min_length=1, max_length=MAX_VIEW_ID)]
+
+
+class HelloMsg(HelloMsgExtras):
+    """View -> kernel: a view was rendered (or its link came back, or it wonders whether
+    the kernel still hears it); bring it up to date and answer (:class:`WelcomeMsg`)."""
 
     kind: Literal["hello"]
+
+
+class ByeMsg(TypedDict):
+    """View -> kernel: the view ``view`` was removed from the page (its notebook tab
+    closed, its output cleared). When the widget's last view says bye and no other says
+    hello within ``VIEW_GONE_GRACE`` seconds, its running replies are stopped: nobody
+    watches them, and a server should not go on generating for nobody."""
+
+    kind: Literal["bye"]
+    view: Annotated[str, Meta(min_length=1, max_length=MAX_VIEW_ID)]
+
+
+class WelcomeMsg(TypedDict):
+    """Kernel -> view, a custom message: the answer to a :class:`HelloMsg`, sent by the
+    pump after the state it brought. A view that sent hello and hears nothing back
+    while the kernel is idle is not connected (the kernel restarted, or a notebook was
+    reopened with a kernel that never knew this widget)."""
+
+    kind: Literal["welcome"]
 
 
 class ResyncMsg(TypedDict):
     """View -> kernel: a delta of message ``id`` is missing after ``have``."""
 
     kind: Literal["resync"]
-    id: str
-    have: int
+    id: ViewId
+    #: the number of the last delta the view applied (absent: 0)
+    have: NotRequired[Annotated[int, Meta(ge=0, le=MAX_SEQ)]]
 
 
 class AckMsg(TypedDict):
     """View -> kernel: delta ``seq`` of ``id`` was rendered, taking ``render_ms``."""
 
     kind: Literal["ack"]
-    id: str
-    seq: int
-    render_ms: float
+    id: ViewId
+    seq: Annotated[int, Meta(ge=1, le=MAX_SEQ)]
+    #: the mean DOM time of the view's frames since its last ack (absent: 0)
+    render_ms: NotRequired[Annotated[float, Meta(ge=0, le=MAX_RENDER_MS)]]
 
 
+#: Every message a view sends; each is told apart by its ``kind``.
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
-           | SwitchMsg | EditMsg | HelloMsg | ResyncMsg | AckMsg)
+           | SwitchMsg | EditMsg | HelloMsg | ByeMsg | ResyncMsg | AckMsg | ToolApprovalMsg)
 
+
+class PaneInfo(TypedDict):
+    """One pane of a ``Compare`` widget (an entry of the ``panes`` trait)."""
+
+    label: str
+
+
+class ViewDebug(TypedDict, total=False):
+    """Debugging switches of a widget's views (its ``debug`` trait), each absent as
+    shipped. Benchmarks set them to measure the previous ways side by side with
+    the shipped ones (``benchmarks/browser_*.py``); a view reads them when it
+    renders. A new switch is one more field here (and its use in the view)."""
+
+    #: ``"full"``: re-render an answer's whole Markdown each frame (the naive way),
+    #: instead of only its open block (``"incremental"``)
+    markdown: Literal["incremental", "full"]
+    #: ``"every-frame"``: acknowledge every frame that rendered deltas (the previous
+    #: way) instead of sparse rounds (``"sparse"``, js/src/frame.ts)
+    acks: Literal["sparse", "every-frame"]
+    #: the least time between two rounds of acks, ms (an experiment; the shipped gap
+    #: is js/src/frame.ts ACK_GAP_MS)
+    ack_gap_ms: Annotated[float, Meta(ge=0, le=60_000)]
+    #: ``"at-once"``: let a Markdown block skip layout in the frame it was first laid
+    #: out (the previous way), instead of in batches (``"batched"``, js/src/sized.ts)
+    sized: Literal["batched", "at-once"]
+
+
+class ViewTraits(TypedDict):
+    """The synced traits a view reads (any of them may be absent), besides the
+    per-message keys ``m<i>`` and ``m<i>.<s>``."""
+
+    #: older kernels' whole conversation (:data:`STATE_TRAIT`)
+    conversation: list[MessageState]
+    #: :data:`LAST_ID_KEY`
+    last_id: int
+    #: :data:`LIVE_KEY`
+    live: dict[str, int]
+    #: :data:`REMOVED_KEY`
+    removed: int
+    #: :data:`CURRENT_KEY`
+    current: str | None
+    #: one of :data:`Mode`; a view lays an unknown one out as a chat
+    mode: str
+    title: str
+    placeholder: str
+    source_label: str
+    panes: list[PaneInfo]
+    #: the system prompt (null: none)
+    system_prompt: str | None
+    #: debugging switches (:class:`ViewDebug`); ``{}`` as shipped
+    debug: ViewDebug
+    #: the widget's own model id (its comm's id): a view finds its jupyter-widgets model
+    #: with it, to read whether the model is connected (js/src/connection.ts)
+    _model_ref: str
+
+
+#: older kernels' trait that held the whole conversation (a list of :class:`MessageState`)
+STATE_TRAIT = "conversation"
 #: the keys of the widget's state that are not per message
 LAST_ID_KEY = "last_id"
 #: the last message of the branch shown (absent in older states: every message shows)
 CURRENT_KEY = "current"
 LIVE_KEY = "live"
 REMOVED_KEY = "removed"
-#: what travels in the parts of a message
-PART_TYPES: tuple[PartType, ...] = ("reasoning", "answer")
+
+#: what ``scripts/gen_protocol.py`` writes to ``js/src/protocol.gen.ts``: these types
+#: (and every type they name) ...
+GENERATED: tuple[Any, ...] = (
+    Status, FinishReason, PartType, Role, Mode, DeltaBody, LoadingMeta, MessageMeta,
+    MessageState, DeltaMsg, SendMsg, StopMsg, RegenerateMsg, ClearMsg, ContinueMsg,
+    SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ByeMsg, WelcomeMsg, ResyncMsg, AckMsg,
+    ViewMsg, PaneInfo, ViewDebug, ViewTraits, TextRun, DeltaRun, *TOOL_TYPES,
+)
+#: ... and these constants
+GENERATED_CONSTANTS = ("FINAL_STATUSES", "PART_TYPES", "STATE_TRAIT", "LAST_ID_KEY",
+                       "CURRENT_KEY", "LIVE_KEY", "REMOVED_KEY", "MAX_VIEW_TEXT",
+                       "MAX_VIEW_ID", "MAX_SEQ", "MAX_RENDER_MS", *TOOL_CONSTANTS)
 
 
 def meta_key(number: int) -> str:

@@ -14,14 +14,20 @@ import logging
 import time
 import traceback
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
+from ..core import lanes
 from ..core.loading import reporting_to
-from ..core.pieces import FinishReason, Outcome, Status
-from ..core.stream import Stream
+from ..core.pieces import FinishReason, Outcome, Status, ToolCallDelta
+from ..core.stream import Run, Stream
 from ..core.trace import Trace
 from ..generation import GenerationOptions
-from ..sources.base import Cancelled, ChatMessage, Source
+from ..sources.base import Cancelled, ChatMessage, Source, source_name
+from ..tools import mainthread
+from ..tools.calls import ToolCall
+
+if TYPE_CHECKING:
+    from .toolturn import ToolTurn
 
 #: how long :meth:`Reply.wait` waits, after the ending, for the pump to hand the
 #: final state to the widget's comm (it takes one pump step; this only bounds a
@@ -63,6 +69,8 @@ class Reply:
         prompt: str = "",
         on_interrupt: Callable[[], object] | None = None,
         generation: GenerationOptions | None = None,
+        turn: Callable[[Reply], ToolTurn] | None = None,
+        tool_calls: Sequence[ToolCall] = (),
     ) -> None:
         self._stream = stream
         #: what a kernel interrupt during wait() stops (the widget, else this reply)
@@ -80,6 +88,10 @@ class Reply:
         self._outcome: Outcome | None = None
         self._generation = cast(GenerationOptions, dict(generation or {}))
         self._options = source.options_in_force(self._generation)
+        #: the agent loop (widgets/toolturn.py), made by ``turn(reply)`` when the reply may
+        #: call tools; a restored reply (a saved conversation) holds its ``tool_calls``
+        self._turn: ToolTurn | None = turn(self) if turn is not None else None
+        self._restored_calls: list[ToolCall] = list(tool_calls)
 
     def _resolve_messages(self) -> list[ChatMessage]:
         msgs = self._messages
@@ -114,6 +126,72 @@ class Reply:
         ``error``, ``timeout``; None while it runs, or when a server's stream ended
         with neither a finish reason nor an end marker."""
         return self._stream.finish_reason
+
+    # ------------------------------------------------------------- tool calls (#20)
+    @property
+    def turn(self) -> ToolTurn | None:
+        """The agent loop of this reply (None: it takes no tools, or ended elsewhere)."""
+        return self._turn
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The tool calls of this reply, over every round, in order (a copy of the list)."""
+        turn = self._turn
+        return turn.calls if turn is not None else list(self._restored_calls)
+
+    @property
+    def parts(self) -> list[dict[str, Any]]:
+        """The reply's parts in order: ``{"type": "reasoning" | "answer", "text"}``,
+        ``{"type": "tool_call", "id", "name", "arguments", "args", "state", "result",
+        "error", "duration_ms"}`` (``result``: what the model was told, once final) and
+        ``{"type": "round", "round": r}`` where round ``r`` of the tool loop starts."""
+        calls = self.tool_calls
+        out: list[dict[str, Any]] = []
+        for run in self._stream.runs():
+            kind = run[0]
+            if kind in ("answer", "reasoning"):
+                out.append({"type": kind, "text": run[1]})
+            elif kind == "round":
+                out.append({"type": "round", "round": run[2]})
+            elif kind == "tool" and run[2] < len(calls):
+                c = calls[run[2]]
+                result = c.result
+                out.append({"type": "tool_call", "id": c.id, "name": c.name,
+                            "arguments": c.arguments, "args": c.args, "state": c.state,
+                            "result": None if result is None else result.text,
+                            "error": c.error, "duration_ms": c.duration_ms})
+        return out
+
+    def wait_for_approval(self, timeout: float | None = None) -> list[ToolCall]:
+        """Block until some of this reply's tool calls wait for a person's approval, and
+        return them (approve them with ``chat.approve(call.id)`` or ``chat.deny``); ``[]``
+        once the reply ended without asking. Raises :class:`TimeoutError` after
+        ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            waiting = [c for c in self.tool_calls if c.state == "awaiting_approval"]
+            if waiting:
+                return waiting
+            if self._stream.wait(0.02 if not mainthread.drain() else 0):
+                waiting = [c for c in self.tool_calls if c.state == "awaiting_approval"]
+                return waiting
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"reply {self.id}: no tool call waits for approval after "
+                                   f"{timeout} s (it is {self.status})")
+
+    def rounds(self) -> list[dict[str, Any]]:
+        """The reply round by round: ``[{"reasoning", "content", "calls": [ToolCall]}]``
+        (one round for a reply without tool calls)."""
+        calls = self.tool_calls
+        return split_rounds(self._stream.runs(), calls)
+
+    def history_messages(self, include_reasoning: bool = False) -> list[ChatMessage]:
+        """This reply as the model is shown it later (OpenAI's shape): an assistant turn
+        per round, with its ``tool_calls``, each followed by a ``tool`` turn per call
+        (what the model was told: the result, the error, the denial)."""
+        if not self.tool_calls:
+            return [{"role": "assistant", "content": self.history_content(include_reasoning)}]
+        return rounds_messages(self.rounds(), include_reasoning)
 
     def history_content(self, include_reasoning: bool = False) -> str:
         """What the model is shown of this reply in a later turn's history: the
@@ -178,8 +256,12 @@ class Reply:
         return self.trace().plot(ax)
 
     def cancel(self) -> bool:
-        """Stop the reply, keeping what was shown. True if it was still live."""
-        return self._stream.cancel("stopped")
+        """Stop the reply, keeping what was shown. True if it was still live. Its tool
+        calls not finished are cancelled (a running tool's cancel event is set)."""
+        stopped = self._stream.cancel("stopped")
+        if self._turn is not None:
+            self._turn.stop()
+        return stopped
 
     stop = cancel
 
@@ -203,8 +285,9 @@ class Reply:
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
-            # short slices keep the wait responsive to signals on every platform
-            while not self._stream.wait(0.1):
+            # short slices keep the wait responsive to signals on every platform; on the
+            # main thread, tools that must run there run between the slices
+            while not self._stream.wait(0.1 if not mainthread.drain() else 0):
                 if deadline is not None and time.monotonic() >= deadline:
                     raise TimeoutError(f"reply {self.id} still {self.status} after {timeout} s")
             # and its ending is in the widget's state (a notebook saved after this cell
@@ -241,21 +324,103 @@ def run_reply(reply: Reply) -> None:
         if stream.final:
             return
         stream.set_status("running")
-        outcome = source.generate_with(reply._resolve_messages(), stream.put,
-                                       stream.cancel_event, reply.generation)
+        turn = reply._turn
+        if turn is None:
+            outcome = source.generate_with(reply._resolve_messages(), _plain_emit(stream),
+                                           stream.cancel_event, reply.generation)
+        else:  # the agent loop: this is one round of it (widgets/toolturn.py)
+            if turn.base is None:
+                turn.base = reply._resolve_messages()
+            messages = turn.base + (rounds_messages(reply.rounds(), False) if turn.round
+                                    else [])
+            turn.begin_round()
+            schemas = turn.schemas
+            options = reply.generation
+            if turn.round and options.get("tool_choice") not in (None, "auto", "none"):
+                # a forced call ("required", or a named tool) is for the first round only:
+                # forced again, the model could never answer (OpenAI's Agents SDK does so too)
+                options["tool_choice"] = "auto"
+            if schemas:
+                outcome = source.generate_with(messages, turn.emit, stream.cancel_event,
+                                               options, schemas)
+            else:
+                outcome = source.generate_with(messages, turn.emit, stream.cancel_event,
+                                               options)
         reply._outcome = outcome = outcome if isinstance(outcome, Outcome) else Outcome()
         tokens = outcome.figures.get("tokens")
         if isinstance(tokens, int):
-            stream.tokens = tokens
+            stream.tokens = (stream.tokens or 0) + tokens if turn and turn.round else tokens
+        if turn is not None:
+            if stream.final:
+                return
+            if turn.after_round(outcome):
+                return  # tools run; the next round is queued on the lane when they are done
+            reply._outcome = outcome = turn.final_outcome(outcome)
+            turn.base = None  # not kept: a long conversation would hold a copy per reply
     except Cancelled:
         pass
     except BaseException as exc:
         if stream.final:  # stopped or timed out; the source's unwinding is not an error
             return
-        log.warning("nbstream: %s failed in reply %s: %s", source.label, reply.id, exc,
+        log.warning("nbstream: %s failed in reply %s: %s", source_name(source), reply.id, exc,
                     exc_info=log.isEnabledFor(logging.DEBUG))
         stream.fail(exc, "".join(traceback.format_exception(exc)))
         if not isinstance(exc, Exception):
             raise
     else:
         stream.finish(outcome)
+
+
+def next_round(reply: Reply) -> None:
+    """The next round of ``reply``'s tool loop: back in its model's queue (any thread)."""
+    source = reply.source
+    lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
+
+
+def _plain_emit(stream: Stream) -> Callable[[str | ToolCallDelta], None]:
+    """``emit`` of a reply without the tool loop (a Compare pane's, a stream's)."""
+
+    def emit(piece: str | ToolCallDelta) -> None:
+        if isinstance(piece, ToolCallDelta):
+            raise TypeError("the source emitted a tool call, but this reply takes no tools")
+        stream.put(piece)
+
+    return emit
+
+
+def split_rounds(runs: Sequence[Run], calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
+    """``runs`` (a message's parts, in order) round by round: ``[{"reasoning", "content",
+    "calls"}]``; a ``round`` marker starts the next round."""
+    rounds: list[dict[str, Any]] = [{"reasoning": "", "content": "", "calls": []}]
+    for run in runs:
+        kind = run[0]
+        if kind == "round":
+            rounds.append({"reasoning": "", "content": "", "calls": []})
+        elif kind == "answer":
+            rounds[-1]["content"] += run[1]
+        elif kind == "reasoning":
+            rounds[-1]["reasoning"] += run[1]
+        elif kind == "tool" and run[2] < len(calls):
+            call = calls[run[2]]
+            if call not in rounds[-1]["calls"]:
+                rounds[-1]["calls"].append(call)
+    return rounds
+
+
+def rounds_messages(rounds: Sequence[dict[str, Any]], include_reasoning: bool
+                    ) -> list[ChatMessage]:
+    """The OpenAI-shaped turns of ``rounds`` (see :meth:`Reply.history_messages`)."""
+    out: list[ChatMessage] = []
+    for r in rounds:
+        content = r["content"]
+        if include_reasoning and r["reasoning"]:
+            content = f"<think>\n{r['reasoning']}\n</think>\n\n{content}"
+        msg: ChatMessage = {"role": "assistant", "content": content}
+        calls: list[ToolCall] = r["calls"]
+        if calls:
+            msg["tool_calls"] = [cast(Any, c.as_message()) for c in calls]
+        out.append(msg)
+        for c in calls:
+            out.append({"role": "tool", "tool_call_id": c.id, "name": c.name,
+                        "content": c.model_text()})
+    return out

@@ -13,13 +13,20 @@ anywidget), so every widget manager (JupyterLab, Notebook 7, nbconvert's
 html-manager) can restore it. :func:`runtime_ref` creates it on first use,
 on whichever thread builds the first widget (under a lock), and again if it
 was closed (``Widget.close_all()``).
+
+Front ends known not to render nbstream's updates are found here too:
+:func:`warn_unsupported_frontend` warns once, when a widget is built
+(``nbstream.doctor()`` reports the same problem, with the fix).
 """
 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
+import re
 import sys
 import threading
+import warnings
 from pathlib import Path
 
 import ipywidgets
@@ -108,3 +115,46 @@ def widget_css() -> str:
 def widget_runtime_ref() -> str:
     """A new widget's ``_runtime``: :func:`runtime_ref`, or "" where there is none."""
     return "" if standalone() else runtime_ref()
+
+
+#: the first marimo whose comms accept sends from any thread of the session
+MARIMO_MIN = (0, 23, 14)
+
+_warned: set[str] = set()
+
+
+def running_in_marimo() -> bool:
+    """Whether this kernel is a marimo notebook's (marimo imported and running one)."""
+    try:
+        import marimo
+
+        return bool(marimo.running_in_notebook())
+    except Exception:
+        return False
+
+
+def version_tuple(version: str | None) -> tuple[int, ...]:
+    """``"0.23.14"`` as ``(0, 23, 14)``: the first three numbers (``()`` for none)."""
+    if not version:
+        return ()
+    return tuple(int(n) for n in re.findall(r"\d+", version.split("+")[0])[:3])
+
+
+def _marimo_version() -> str | None:
+    try:
+        return importlib.metadata.version("marimo")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def warn_unsupported_frontend() -> None:
+    """Warn once, at a widget's construction, where updates are known not to render."""
+    if "marimo" in sys.modules and "marimo" not in _warned and running_in_marimo():
+        version = _marimo_version()
+        if version and version_tuple(version) < MARIMO_MIN:
+            _warned.add("marimo")
+            warnings.warn(
+                f"nbstream needs marimo >= {'.'.join(map(str, MARIMO_MIN))} (this is "
+                f"{version}): older marimo drops updates sent from background threads and "
+                "the widget stays empty. Upgrade marimo.",
+                RuntimeWarning, stacklevel=3)

@@ -17,12 +17,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterable, Iterable, Sequence
 from typing import Any
 
-from ..checks import check_messages, check_prompt, check_system_prompt, check_title, short
+from ..checks import check_messages, check_prompt, check_system_prompt, check_title
 from ..core.trace import Trace
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import ChatMessage, Source
-from ..sources.iterator import IteratorSource
+from ..sources.base import ChatMessage, Source, check_source
+from ..sources.iterator import IteratorSource, given_name
 from .reply import Reply
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
 from .widget import StreamingWidget
 
 SourceLike = Source | Iterable[str] | AsyncIterable[str]
@@ -36,7 +37,10 @@ def as_source(obj: Any, where: str = "stream") -> Source:
         raise TypeError(f"{where}(source=...) got a plain {type(obj).__name__}; to type out a "
                         "fixed text use ScriptedSource(text), or pass an iterable of pieces")
     if hasattr(obj, "__aiter__") or hasattr(obj, "__iter__"):
-        label = type(obj).__name__
+        # shown: the generator function's name (stream(countdown(10)): "countdown"),
+        # nothing for a generator expression or a list; errors and the repr name
+        # the kind of iterable when nobody named it
+        label = given_name(obj)
         # the iterable is handed over once and not kept: a list of pieces is not held
         # for as long as the widget lives
         held: list[Any] = [obj]
@@ -47,11 +51,10 @@ def as_source(obj: Any, where: str = "stream") -> Source:
                                    "(e.g. IteratorSource(fn)) to stream more than once")
             return held.pop()
 
+        once.__name__ = once.__qualname__ = type(obj).__name__
         return IteratorSource(once, label=label)
-    hint = "; wrap a function in IteratorSource" if callable(obj) else ""
-    raise TypeError(f"{where}(source=...) cannot stream a {type(obj).__name__} "
-                    f"{short(obj)}: pass a Source, an iterable or an async iterable of "
-                    f"str{hint}")
+    return check_source(obj, f"{where}(source=...)",
+                        also=", an iterable or an async iterable of str")
 
 
 def _execution_count() -> int | None:
@@ -76,11 +79,14 @@ class StreamView(StreamingWidget):
         system_prompt: str | None = None,
         title: str = "",
         show_prompt: bool = True,
+        tools: Sequence[Any] | None = None,
+        max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         **options: Unpack[StreamOptions],
     ) -> None:
         """Stream ``source``'s answer to ``prompt`` (after ``messages``, the
         conversation so far, and ``system_prompt``); ``show_prompt`` shows the
-        prompt above the answer."""
+        prompt above the answer. ``tools``: functions the model may call (see
+        ``ChatWidget``), their calls and results shown in the answer."""
         opts = parse_options(StreamView.__init__, options)
         check_system_prompt(system_prompt, "StreamView")
         check_title(title, "StreamView")
@@ -90,6 +96,8 @@ class StreamView(StreamingWidget):
         src = as_source(source, "StreamView")
         super().__init__(title=title, options=opts, source_label=src.label, mode="stream")
         self.source = src
+        self.max_tool_rounds = max_tool_rounds
+        self._set_tools(tools, "StreamView")
         convo: list[ChatMessage] = history
         if system_prompt:
             convo.insert(0, {"role": "system", "content": system_prompt})
@@ -157,6 +165,8 @@ def stream(
     system_prompt: str | None = None,
     title: str = "",
     show_prompt: bool = True,
+    tools: Sequence[Any] | None = None,
+    max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
     **options: Unpack[StreamOptions],
 ) -> StreamView:
     """Show one live stream under the cell and return its handle.
@@ -168,7 +178,8 @@ def stream(
     """
     parse_options(stream, options)  # named after this call in errors
     view = StreamView(source, prompt, messages=messages, system_prompt=system_prompt,
-                      title=title, show_prompt=show_prompt, **options)
+                      title=title, show_prompt=show_prompt, tools=tools,
+                      max_tool_rounds=max_tool_rounds, **options)
     if _execution_count() is not None:  # in IPython: show it under the cell
         _show(view)
         view._shown_at = _execution_count()

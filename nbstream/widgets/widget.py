@@ -1,41 +1,42 @@
-"""The pipeline's widget end: synced state, deltas, and view messages.
+"""The pipeline's widget end: synced traits, the public API, and the dispatch of
+view messages.
 
 :class:`StreamingWidget` is the one anywidget class every nbstream widget is
 built on (``ChatWidget``, ``StreamView``, ``Compare``): each only decides
 which replies to start and how the view lays them out (``mode``), so there is
-one copy of the pipeline.
+one copy of the pipeline. The widget is thin; its parts are:
 
-Who owns what:
-
-* ``_all`` (every user turn and :class:`Reply`, in order of creation) and
-  ``_branches`` (who follows whom, and which path shows: ``branches.py``) are
-  guarded by ``_lock``; the thread that starts a reply (the main thread, or
-  the comm thread for the view's Send) adds to them. The conversation shown
-  (:meth:`StreamingWidget._history`) is the path of ``_branches``; a widget
-  with no alternatives (every one but an edited or regenerated chat) is one
-  path holding every message.
-* Each reply's text and status are owned by its stream (see ``stream.py``).
-* The per-message state keys (``m<i>``, ``m<i>.<s>``, ``last_id``, ``live``,
-  ``removed``; see ``protocol.py``) are written by the pump thread only
-  (:meth:`StreamingWidget._send_update`), one update message per step, so the
-  browser receives them in order. They are no traitlets: the widget's history
-  is their source of truth, and :meth:`StreamingWidget.get_state` adds them
-  (whole) for a view that asks for the state.
-* ``system_prompt`` (a synced trait) is set by the user's cells or by the view's
-  ``system_prompt`` command (main or subshell thread); a reply reads it once, when
-  it is asked (:meth:`StreamingWidget._new_reply`), and so do the generation
-  options (``_generation``, replaced whole, never mutated).
-* View messages (:meth:`_on_view_msg`) arrive on the kernel's main thread, or
-  a subshell thread; the handler only enqueues or flags and never blocks.
+* the messages: a :class:`~nbstream.conversation.history.History` (every user
+  turn and :class:`Reply`, their branches, what the model is shown), guarded
+  by its lock (``_lock`` here), which the widget also holds around compound
+  steps (a prompt and its reply). The thread that starts a reply (the main
+  thread, or the comm thread for the view's Send) adds to it;
+* each reply's text and status, owned by its stream (see ``core/stream.py``);
+* the wire (``wire.py``): the per-message state keys (``m<i>``,
+  ``m<i>.<s>``, ``last_id``, ``live``, ``removed``, ``current``; see
+  ``protocol.py``), written by the pump thread only through the
+  :class:`~nbstream.widgets.wire.WireEncoder`, one update message per step, so
+  the browser receives them in order. They are no traitlets: the history is
+  their source of truth, and :meth:`StreamingWidget.get_state` adds them
+  (whole) for a view that asks for the state;
+* ``system_prompt`` (a synced trait), set by the user's cells or by the view's
+  ``system_prompt`` command (main or subshell thread); a reply reads it once,
+  when it is asked (:meth:`StreamingWidget._new_reply`), and so do the
+  generation options (``_generation``, replaced whole, never mutated);
+* view messages (:meth:`_on_view_msg`), which arrive on the kernel's main
+  thread, or a subshell thread; each is checked against its declared type
+  (``wire.py``) and the handler only enqueues or flags and never blocks;
+* tools (#20): ``_tools`` and ``_max_tool_rounds`` are replaced whole by the
+  user's cells (a reply takes them when it is asked); ``_allowed`` (the tools a
+  person chose "Always allow" for) guards itself. Each reply's agent loop is its
+  :class:`~nbstream.widgets.toolturn.ToolTurn`, which owns its calls; an approval
+  from the view or a cell only records a decision there.
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
-import reprlib
-import threading
+import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, Literal
@@ -44,120 +45,33 @@ import anywidget
 import traitlets
 
 from ..checks import check_system_prompt
-from ..conversation.branches import Branches
+from ..conversation.history import History, UserTurn
 from ..conversation.transcript import StoredMessage
 from ..core import lanes
-from ..core.pump import Outgoing, get_pump
-from ..core.stream import Body, Stream, body_runs
-from ..doctor import warn_unsupported_frontend
+from ..core.pump import get_pump
+from ..core.stream import Stream
 from ..generation import GenerationOptions
 from ..options import Options
-from ..sources.base import ChatMessage, Source
-from .protocol import (
-    CURRENT_KEY,
-    FINAL_STATUSES,
-    LAST_ID_KEY,
-    LIVE_KEY,
-    REMOVED_KEY,
-    DeltaBody,
-    LoadingMeta,
-    MessageMeta,
-    MessageState,
-    delta_key,
+from ..sources.base import ChatMessage, Source, source_name
+from ..tools.calls import Decision, ToolCall
+from ..tools.tool import Tool, as_tools
+from . import presence
+from .presence import ViewRoster
+from .protocol import MessageState, ToolApprovalMsg, ViewMsg
+from .reply import Reply, next_round, run_reply
+from .runtime import warn_unsupported_frontend, widget_css, widget_esm, widget_runtime_ref
+from .toolturn import DEFAULT_MAX_TOOL_ROUNDS, AllowList, ToolTurn, restored_rounds
+from .wire import (
+    BadViewMessage,
+    Entry,
+    ViewMessageFilter,
+    WireEncoder,
+    check_view_debug,
+    message_state,
+    parse_view_msg,
 )
-from .reply import Reply, run_reply
-from .runtime import widget_css, widget_esm, widget_runtime_ref
 
 log = logging.getLogger("nbstream")
-
-
-class UserTurn:
-    """A prompt in the history (immutable): its text, and the message it follows."""
-
-    __slots__ = ("id", "parent", "text")
-
-    def __init__(self, id: str, text: str, parent: str | None = None) -> None:
-        self.id = id
-        self.text = text
-        self.parent = parent
-
-    def meta(self) -> MessageMeta:
-        """Its key in the widget's state (a prompt's text travels in its meta)."""
-        return MessageMeta(role="user", seq=0, status="done", stats={}, text=self.text,
-                           parent=self.parent)
-
-    def state(self) -> MessageState:
-        return MessageState(id=self.id, role="user", text=self.text, reasoning="", seq=0,
-                            status="done", error=None, detail=None, stats={},
-                            parent=self.parent)
-
-
-#: the figures of a finished reply its meta carries (what the view shows); the
-#: rest stays in ``reply.stats``
-VIEW_STATS = ("ttft_ms", "pieces", "pieces_per_s", "tokens", "tokens_per_s", "duration_ms",
-              "reasoning_ms", "usage", "timings")
-
-
-def reply_meta(reply: Reply) -> MessageMeta:
-    """A reply's key in the widget's state: everything but its text."""
-    _, seq, status, error, detail = reply.stream.state()
-    final = status in FINAL_STATUSES
-    stats: dict[str, Any] = {}
-    if final and not reply.stream.restored:  # a restored message has no figures
-        stats = {k: v for k, v in reply.stats.items() if k in VIEW_STATS}
-    meta = MessageMeta(role="assistant", seq=seq, status=status, stats=stats,
-                       parent=reply.parent)
-    if error is not None:
-        meta["error"] = error
-    if detail is not None and status in ("error", "timeout"):
-        meta["detail"] = detail
-    loading = reply.stream.loading if status == "loading" else None
-    if loading is not None:
-        fraction = None if loading.fraction is None else round(loading.fraction, 3)
-        meta["progress"] = LoadingMeta(text=loading.text, fraction=fraction)
-    if final:
-        meta["finish_reason"] = reply.finish_reason
-    if reply.pane is not None:
-        meta["pane"] = reply.pane
-    options = reply.options
-    if options:
-        meta["options"] = options
-    return meta
-
-
-def reply_state(reply: Reply) -> MessageState:
-    """A whole reply: its text and reasoning are one consistent snapshot (deltas 1..seq)."""
-    deltas = reply.stream.sent_deltas()
-    _, seq, status, error, detail = reply.stream.state()
-    runs = [run for d in deltas if d.seq <= seq for run in body_runs(d.body)]
-    final = status in FINAL_STATUSES
-    state = MessageState(
-        id=reply.id, role="assistant",
-        text="".join(t for k, t in runs if k == "answer"),
-        reasoning="".join(t for k, t in runs if k == "reasoning"),
-        seq=seq, status=status, error=error, detail=detail,
-        stats=reply.stats if final and not reply.stream.restored else {}, parent=reply.parent)
-    if final:
-        state["finish_reason"] = reply.finish_reason
-    if reply.pane is not None:
-        state["pane"] = reply.pane
-    options = reply.options
-    if options:
-        state["options"] = options
-    return state
-
-
-def wire_body(body: Body) -> DeltaBody:
-    """A delta's body as JSON: a string, or ``[[type, text], ...]``."""
-    return body if isinstance(body, str) else [[k, t] for k, t in body]
-
-
-def _json_size(value: Any) -> int:
-    # as jupyter_client's packer writes it (default separators, UTF-8)
-    return len(json.dumps(value, ensure_ascii=False).encode())
-
-
-Entry = UserTurn | Reply
 
 
 class StreamingWidget(anywidget.AnyWidget):
@@ -177,6 +91,10 @@ class StreamingWidget(anywidget.AnyWidget):
     def _default_runtime(self) -> str:
         return widget_runtime_ref()
 
+    #: the widget's own model id (its comm's id, chosen before the comm opens): a view
+    #: finds its jupyter-widgets model with it, to read whether the model is connected
+    #: to a kernel (``comm_live``; js/src/connection.ts)
+    _model_ref = traitlets.Unicode("").tag(sync=True)
     #: how the view lays messages out: "chat", "stream" or "compare"
     mode = traitlets.Unicode("chat").tag(sync=True)
     title = traitlets.Unicode("").tag(sync=True)
@@ -194,13 +112,27 @@ class StreamingWidget(anywidget.AnyWidget):
     def _check_system_prompt(self, proposal: Any) -> str | None:
         return check_system_prompt(proposal["value"], type(self).__name__, attribute=True)
 
+    #: debugging switches of the views (:class:`~nbstream.widgets.protocol.ViewDebug`):
+    #: ``{"markdown": "full"}`` re-renders the whole answer each frame, ``{"acks":
+    #: "every-frame"}`` acknowledges every frame, ``{"ack_gap_ms": 250}`` sets the least
+    #: gap between rounds of acks, ``{"sized": "at-once"}`` lets blocks skip layout in
+    #: the frame they were laid out: the previous ways, which the benchmarks measure
+    #: side by side with the shipped ones. ``{}`` (as shipped) by default; checked when
+    #: set; a view reads it when it renders (set it before the widget is shown).
+    debug = traitlets.Dict().tag(sync=True)
+
+    @traitlets.validate("debug")
+    def _check_debug(self, proposal: Any) -> dict[str, Any]:
+        return dict(check_view_debug(proposal["value"], f"{type(self).__name__}.debug"))
+
     def __init__(self, *, title: str = "", options: Options | None = None,
                  **traits: Any) -> None:
         # ``traits`` are set by the subclasses (mode, source_label...), never by users:
         # their constructors check user keyword arguments with parse_options()
         opts = options if options is not None else Options()
         warn_unsupported_frontend()  # e.g. a marimo too old to take the pump's sends
-        super().__init__(title=title, **traits)
+        model_id = uuid.uuid4().hex  # (ipywidgets and marimo open the comm with this id)
+        super().__init__(title=title, model_id=model_id, _model_ref=model_id, **traits)
         self.options = opts
         self.include_reasoning_in_history = opts.include_reasoning_in_history
         self.limits = opts.limits
@@ -208,14 +140,18 @@ class StreamingWidget(anywidget.AnyWidget):
         #: the generation options each new reply takes a copy of (validated by the
         #: subclass that exposes them, e.g. ``ChatWidget.generation``)
         self._generation = GenerationOptions()
-        self._lock = threading.RLock()
-        self._all: list[Entry] = []
-        self._branches = Branches()
-        self._ids = itertools.count(1)
+        self._history: History[Reply] = History()
+        self._lock = self._history.lock
         self._ignored = ViewMessageFilter()
-        self._wire = _WireState()
+        self._wire = WireEncoder(self._history, lambda msg: self._send(msg))
+        #: tools (#20): what the model may call, how many rounds a turn may take, and the
+        #: tools a person chose "Always allow" for (replaced whole, never mutated)
+        self._tools: tuple[Tool, ...] = ()
+        self._max_tool_rounds = DEFAULT_MAX_TOOL_ROUNDS
+        self._allowed = AllowList()
         self._pump = get_pump()
-        self._channel = self._pump.open_channel(self._send_update, opts.interval)
+        self._channel = self._pump.open_channel(self._wire.send_update, opts.interval)
+        self._views = ViewRoster(_weak_call(self._no_view_left), presence.VIEW_GONE_GRACE)
         self.on_msg(self._on_view_msg)
 
     # ------------------------------------------------------------- public API
@@ -228,15 +164,14 @@ class StreamingWidget(anywidget.AnyWidget):
         ``id``, only that reply stops (like ``reply.cancel()``). Returns how
         many replies were stopped.
         """
-        with self._lock:  # every branch's: a reply streams on when another branch shows
-            live = [e for e in self._all if isinstance(e, Reply) and not e.done]
+        # every branch's: a reply streams on when another branch shows
+        live = [r for r in self._history.answers() if not r.done]
         return sum(1 for r in live if (id is None or r.id == id) and r.cancel())
 
     @property
     def replies(self) -> list[Reply]:
         """The replies shown, oldest first."""
-        with self._lock:
-            return [e for e in self._history() if isinstance(e, Reply)]
+        return [e for e in self._history.path() if isinstance(e, Reply)]
 
     @property
     def last(self) -> Reply | None:
@@ -247,25 +182,127 @@ class StreamingWidget(anywidget.AnyWidget):
     def clear(self) -> None:
         """Stop what runs and forget the history."""
         self.stop()
-        with self._lock:
-            self._all.clear()
-            self._branches.clear()
-            self._wire.current = None
+        self._history.clear()
         self._history_changed()
+
+    # ------------------------------------------------------------- tools (#20)
+    @property
+    def tools(self) -> list[Tool]:
+        """The tools the model may call (a copy). Set it to a list of functions,
+        :class:`~nbstream.tools.Tool` objects or MCP servers; each is checked at once (a
+        bad tool raises, naming the function and the parameter). It applies to the next
+        question; a reply keeps the tools it was asked with."""
+        return list(self._tools)
+
+    @tools.setter
+    def tools(self, value: Sequence[Any] | None) -> None:
+        self._set_tools(value, type(self).__name__)
+
+    def _set_tools(self, value: Sequence[Any] | None, where: str) -> None:
+        tools = as_tools(value, where)
+        if tools:
+            for source in self._sources():
+                source.check_tools([t.schema for t in tools])
+        self._tools = tools
+
+    def _sources(self) -> list[Source]:
+        """The sources this widget asks (subclasses say)."""
+        return []
+
+    @property
+    def max_tool_rounds(self) -> int:
+        """How many rounds of tool calls one turn may run (default
+        :data:`~nbstream.widgets.toolturn.DEFAULT_MAX_TOOL_ROUNDS`); a model that still
+        calls tools after them ends its turn with ``finish_reason="max_tool_rounds"``."""
+        return self._max_tool_rounds
+
+    @max_tool_rounds.setter
+    def max_tool_rounds(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"max_tool_rounds must be an int >= 0, got {value!r}")
+        self._max_tool_rounds = value
+
+    @property
+    def pending_approvals(self) -> list[ToolCall]:
+        """The tool calls waiting for a person's approval, oldest first."""
+        return [c for _, c in self._live_calls() if c.state == "awaiting_approval"]
+
+    def approve(self, call_id: str, always: bool = False) -> ToolCall:
+        """Allow the tool call ``call_id`` (waiting for approval) to run; with
+        ``always``, every later call of the same tool in this chat runs without asking
+        (not offered for a tool that runs code). Returns the call."""
+        return self._decide(call_id, "always" if always else "allow", "approve")
+
+    def deny(self, call_id: str) -> ToolCall:
+        """Deny the tool call ``call_id``: it does not run, and the model is told so."""
+        return self._decide(call_id, "deny", "deny")
+
+    def _decide(self, call_id: str, decision: Decision, what: str) -> ToolCall:
+        if not isinstance(call_id, str):
+            raise TypeError(f"{what}(call_id): the id of a tool call (a str; see "
+                            f"chat.pending_approvals), got {type(call_id).__name__}")
+        found = [(r, c) for r, c in self._live_calls() if c.id == call_id]
+        waiting = [(r, c) for r, c in found if c.state == "awaiting_approval"]
+        if not waiting:
+            state = f"it is {found[0][1].state}" if found else "no live reply has it"
+            raise ValueError(f"{what}({call_id!r}): that call is not waiting for approval "
+                             f"({state})")
+        if len(waiting) > 1:
+            raise ValueError(f"{what}({call_id!r}): {len(waiting)} calls have that id; decide "
+                             "in the view, or give the sources unique call ids")
+        reply, call = waiting[0]
+        turn = reply.turn
+        if decision == "always" and not call.always_offered:
+            raise ValueError(f"{what}({call_id!r}, always=True): {call.name} runs code, so each "
+                             "call needs its own approval")
+        if turn is None or not turn.decide(call, decision):
+            raise ValueError(f"{what}({call_id!r}): that call was answered already")
+        return call
+
+    def _live_calls(self) -> list[tuple[Reply, ToolCall]]:
+        # every branch's live replies: a reply's loop goes on when another branch shows
+        replies = [r for r in self._history.answers() if not r.done]
+        return [(r, c) for r in replies for c in r.tool_calls]
+
+    def _on_tool_approval(self, msg: ToolApprovalMsg) -> None:
+        """The view's Allow / Always allow / Deny (its shape checked by
+        :func:`~nbstream.widgets.wire.parse_view_msg`). Not trusted: a stale or forged
+        answer (an unknown message, a call of another message, one not waiting, answered
+        already) is refused: :class:`BadViewMessage` says why, and the widget's filter
+        counts it and logs each reason once (a hostile view cannot fill the log)."""
+        reply = self._history.get(msg["id"])
+        reason: str | None = None
+        turn = reply.turn if isinstance(reply, Reply) else None
+        if not isinstance(reply, Reply) or turn is None:
+            reason = "no such reply"
+        elif reply.done:
+            reason = "the reply has ended"
+        else:
+            call = turn.find(msg["call"])
+            if call is None:
+                reason = "the call is not this reply's"
+            elif call.decision is not None:
+                reason = "the call was answered already"
+            elif call.state != "awaiting_approval":
+                reason = f"the call is {call.state}, not waiting for approval"
+            elif msg["decision"] == "always" and not call.always_offered:
+                reason = "'always' is not offered for this tool"
+            elif not turn.decide(call, msg["decision"]):
+                reason = "the call was answered already"
+        if reason is not None:
+            raise BadViewMessage(f"refused tool approval: {reason}")
 
     @property
     def conversation(self) -> list[MessageState]:
         """Every message shown, whole (text, reasoning, parts, status, stats): a copy."""
-        with self._lock:
-            entries = self._history()
-        return [e.state() if isinstance(e, UserTurn) else reply_state(e) for e in entries]
+        return [message_state(e) for e in self._history.path()]
 
     def get_state(self, key: Any = None, drop_defaults: bool = False) -> dict[str, Any]:
         """The synced state; with no ``key``, every message's keys too (what a view
         created or reloaded later starts from)."""
         state: dict[str, Any] = super().get_state(key, drop_defaults)
         if key is None and hasattr(self, "_wire"):
-            state.update(self._snapshot())
+            state.update(self._wire.snapshot())
         return state
 
     def send_state(self, key: Any = None) -> None:
@@ -276,47 +313,27 @@ class StreamingWidget(anywidget.AnyWidget):
             # changed in between may have been sent before the snapshot and overwritten
             # by its older copy. The pump sends the current metas of the messages that
             # were live in the snapshot again, after it (a view ignores what is unchanged).
-            with self._lock:
-                live = list(self._wire.snapshot_live)
+            live = self._wire.live_in_snapshot()
             if live:
                 self._pump.publish(self._channel, live)
 
     def close(self) -> None:
         """Stop live replies and close the widget's comm."""
         if hasattr(self, "_channel"):  # also called by __del__ of a half-built widget
+            self._views.close()
             self.stop()
             self._pump.close_channel(self._channel)
         super().close()
 
     # -------------------------------------------------------------- internals
-    def _new_id(self) -> str:
-        # caller holds _lock
-        n = next(self._ids)
-        self._wire.last_id = n
-        return f"m{n}"
-
-    def _history(self, leaf: str | None = None) -> list[Entry]:
-        """The messages on the path to ``leaf`` (default: the path shown), in order."""
-        # caller holds _lock; a leaf no longer there (cleared meanwhile): nothing
-        if leaf is not None and leaf not in self._branches:
-            return []
-        return [self._wire.known[i] for i in self._branches.path(leaf)]
-
-    def _add(self, entry: Entry, parent: str | None) -> None:
-        # caller holds _lock: ``entry`` follows ``parent`` and is shown
-        self._all.append(entry)
-        self._wire.known[entry.id] = entry
-        self._branches.add(entry.id, parent)
-        self._wire.current = self._branches.current
-
     def _new_turn(self, text: str, parent: str | Literal["current"] | None = "current",
                   ) -> UserTurn:
         # caller holds _lock; ``parent``: the message it follows (default: the last shown)
         self._history_changed()  # a Clear may have removed entries
         if parent == "current":
-            parent = self._branches.current
-        turn = UserTurn(self._new_id(), text, parent)
-        self._add(turn, parent)
+            parent = self._history.current
+        turn = UserTurn(self._history.new_id(), text, parent)
+        self._history.add(turn, parent)
         self._pump.publish(self._channel, [turn.id])
         return turn
 
@@ -328,18 +345,26 @@ class StreamingWidget(anywidget.AnyWidget):
         # caller holds _lock; the reply runs once _launch() is called. ``messages``
         # None: what this widget shows before the reply (resolved when it starts).
         # ``parent``: the message it follows (default: the last shown)
-        stream = Stream(self._new_id(), max_pending=self.max_pending,
+        stream = Stream(self._history.new_id(), max_pending=self.max_pending,
                         clock=self._pump.clock, limits=self.limits)
         reply: Reply
         if messages is None:
             # the system prompt in force when it was asked, the history when it starts
             system = self.system_prompt
-            messages = lambda: self._conversation_before(reply, system)  # noqa: E731
+            messages = lambda: self._history.conversation_before(  # noqa: E731
+                reply, system, self.include_reasoning_in_history)
+        tools, rounds, allowed = self._tools, self._max_tool_rounds, self._allowed
+
+        def loop(r: Reply) -> ToolTurn:  # the agent loop of a reply that may call tools
+            return ToolTurn(stream, tools, rounds, allowed, resubmit=lambda: next_round(r),
+                            clock=self._pump.clock)
+
         reply = Reply(stream, source, messages, prompt=prompt,
-                      on_interrupt=_weak_call(self.stop), generation=self._generation)
+                      on_interrupt=_weak_call(self.stop), generation=self._generation,
+                      turn=loop if tools or source.supports_tools else None)
         reply.pane = pane
-        reply.parent = self._branches.current if parent == "current" else parent
-        self._add(reply, reply.parent)
+        reply.parent = self._history.current if parent == "current" else parent
+        self._history.add(reply, reply.parent)
         return reply
 
     def _restore(self, messages: Sequence[StoredMessage], source: Source,
@@ -350,29 +375,31 @@ class StreamingWidget(anywidget.AnyWidget):
         views like any finished reply (their metas and deltas, in one update).
         Returns the new entries."""
         added: list[Entry] = []
+        history = self._history
         with self._lock:
-            base = self._branches.current
+            base = history.current
             new_id: dict[str, str] = {}
             for m in messages:
                 entry: Entry
                 parent = base if m.parent is None else new_id[m.parent]
                 if m.role == "user":
-                    entry = UserTurn(self._new_id(), m.content, parent)
+                    entry = UserTurn(history.new_id(), m.content, parent)
                 else:
-                    above = self._wire.known.get(parent) if parent is not None else None
+                    above = history.get(parent)
+                    runs, calls = restored_rounds(m.rounds) if m.rounds else (None, [])
                     stream = Stream.from_parts(
-                        self._new_id(), text=m.content, reasoning=m.reasoning, status=m.status,
-                        finish_reason=m.finish_reason, error=m.error, clock=self._pump.clock)
+                        history.new_id(), text=m.content, reasoning=m.reasoning,
+                        status=m.status, finish_reason=m.finish_reason, error=m.error,
+                        clock=self._pump.clock, runs=runs)
                     entry = Reply(stream, source, (),
                                   prompt=above.text if isinstance(above, UserTurn) else "",
-                                  on_interrupt=_weak_call(self.stop))
+                                  on_interrupt=_weak_call(self.stop), tool_calls=calls)
                     entry.parent = parent
                 new_id[m.id] = entry.id
-                self._add(entry, parent)
+                history.add(entry, parent)
                 added.append(entry)
             if messages:
-                self._wire.current = self._branches.show(
-                    new_id[current] if current is not None else added[-1].id)
+                history.show(new_id[current] if current is not None else added[-1].id)
         for e in added:  # a reply's deltas go with its meta (as a resync from seq 0 does)
             if isinstance(e, Reply):
                 self._pump.resync(self._channel, e.id, 0)
@@ -382,11 +409,7 @@ class StreamingWidget(anywidget.AnyWidget):
 
     def _history_changed(self) -> None:
         """Entries left the history (Clear, Regenerate): tell the view (any thread)."""
-        with self._lock:
-            present = {e.id for e in self._all}
-            gone = [i for i in self._wire.known if i not in present]
-            for i in gone:
-                self._wire.removed[i] = self._wire.known.pop(i)
+        gone = self._history.forget_removed()
         if gone:
             self._pump.publish(self._channel, gone)
 
@@ -397,241 +420,75 @@ class StreamingWidget(anywidget.AnyWidget):
         try:
             source.queued()  # on the asking thread, before the worker's (Source.queued)
         except Exception:
-            log.warning("%s.queued() raised; the reply goes on", source.label, exc_info=True)
+            log.warning("%s.queued() raised; the reply goes on", source_name(source),
+                        exc_info=True)
         lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
-
-    def _conversation_before(self, reply: Reply,
-                             system_prompt: str | None) -> list[ChatMessage]:
-        """What ``reply``'s source sees: ``system_prompt``, then each earlier prompt
-        with its answer as shown beside ``reply`` (its pane, in a Compare), then
-        ``reply``'s own prompt.
-
-        Turns alternate user / assistant, as chat templates require: a prompt
-        whose answer has no text (stopped before its first piece, failed or
-        timed out at once) is left out together with that empty answer. The
-        widget still shows both; only the model does not see them.
-        """
-        msgs: list[ChatMessage] = []
-        if system_prompt:
-            msgs.append({"role": "system", "content": system_prompt})
-        with self._lock:  # the path to this reply, whichever branch is shown now
-            entries = self._history(reply.id)
-        unanswered: str | None = None  # the latest prompt, until its answer comes
-        for e in entries:
-            if e is reply:
-                break
-            if isinstance(e, UserTurn):
-                unanswered = e.text  # an earlier prompt left unanswered is dropped
-            elif e.pane == reply.pane and unanswered is not None:
-                text = e.text
-                if text:
-                    msgs.append({"role": "user", "content": unanswered})
-                    msgs.append({"role": "assistant",
-                                 "content": e.history_content(self.include_reasoning_in_history)})
-                    unanswered = None
-        if unanswered is not None:
-            msgs.append({"role": "user", "content": unanswered})
-        return msgs
-
-    def _snapshot(self) -> dict[str, Any]:
-        """Every message's keys, whole (any thread; a delta key sent twice is harmless)."""
-        with self._lock:
-            entries = list(self._all)
-            last_id = self._wire.last_id
-            removed = self._wire.removed_count
-            current = self._wire.current
-        state: dict[str, Any] = {LAST_ID_KEY: last_id, REMOVED_KEY: removed,
-                                 CURRENT_KEY: current}
-        live: dict[str, int] = {}
-        snapshot_live: list[str] = []
-        for e in entries:
-            if isinstance(e, UserTurn):
-                state[e.id] = e.meta()
-                continue
-            meta = reply_meta(e)
-            for d in e.stream.sent_deltas():
-                if d.seq <= meta["seq"]:
-                    state[delta_key(d.id, d.seq)] = wire_body(d.body)
-            state[e.id] = meta
-            if meta["status"] not in FINAL_STATUSES:
-                snapshot_live.append(e.id)
-                if meta["seq"]:
-                    live[e.id] = meta["seq"]
-        state[LIVE_KEY] = live
-        with self._lock:
-            self._wire.snapshot_live = snapshot_live
-        return state
-
-    def _send_update(self, out: Outgoing) -> None:
-        # pump thread only: one update message with everything this step sends
-        state: dict[str, Any] = {}
-        sizes: dict[str, int] = {}
-        wire = self._wire
-
-        def put(owner: str, key: str, value: Any) -> None:
-            state[key] = value
-            sizes[owner] = sizes.get(owner, 0) + len(key) + 6 + _json_size(value)
-
-        for d in out.deltas:
-            put(d.id, delta_key(d.id, d.seq), wire_body(d.body))
-        with self._lock:  # only the entries this step names: nothing grows with the history
-            named = set(out.resend) | out.changed | {d.id for d in out.deltas}
-            known = {i: wire.known[i] for i in named if i in wire.known}
-        for mid, have in out.resend.items():
-            entry = known.get(mid)
-            if isinstance(entry, Reply):
-                for d in entry.stream.sent_deltas(have):
-                    put(mid, delta_key(mid, d.seq), wire_body(d.body))
-        for mid in sorted(out.changed, key=lambda i: int(i[1:])):
-            entry = known.get(mid)
-            if entry is not None:
-                put(mid, mid, entry.meta() if isinstance(entry, UserTurn) else reply_meta(entry))
-                continue
-            with self._lock:
-                gone = wire.removed.pop(mid, None)
-                if gone is None:
-                    continue
-                wire.removed_count += 1
-            # removed: its keys are emptied, so that a saved notebook keeps no trace
-            put(mid, mid, None)
-            if isinstance(gone, Reply):
-                for d in gone.stream.sent_deltas():
-                    put(mid, delta_key(mid, d.seq), None)
-            state[REMOVED_KEY] = wire.removed_count
-        live = {s.id: s.seq for s in out.live if s.seq}  # (seq 0: nothing to miss yet)
-        # with metas, always: a snapshot sent meanwhile may have left an older copy
-        if live != wire.live_sent or out.changed:
-            wire.live_sent = live
-            state[LIVE_KEY] = live
-        with self._lock:
-            last_id, current = wire.last_id, wire.current
-        if last_id != wire.last_id_sent:
-            wire.last_id_sent = last_id
-            state[LAST_ID_KEY] = last_id
-        if current != wire.current_sent:
-            wire.current_sent = current
-            state[CURRENT_KEY] = current
-        if not state:
-            return
-        msg = {"method": "update", "state": state, "buffer_paths": []}
-        total = _json_size(msg)
-        self._send(msg)
-        # each message's keys count for it; the envelope for the first one named
-        owners = list(sizes)
-        for i, owner in enumerate(owners):
-            entry = known.get(owner)
-            if isinstance(entry, Reply):
-                n = sizes[owner] + (total - sum(sizes.values()) if i == 0 else 0)
-                entry.stream.add_wire_bytes(n)
-        wire.bytes_sent += total
 
     def _ask(self, text: str) -> None:
         """The view's Send: widgets with an input box ask their source(s) ``text``."""
 
-    def _on_command(self, kind: str, content: dict[str, Any]) -> bool:
-        """Handle a user command from the view; True if handled (subclasses extend).
+    def _on_command(self, msg: ViewMsg) -> bool:
+        """Handle a user command from the view (checked against its type); True if
+        handled (subclasses extend).
 
-        Raise :class:`BadViewMessage` for a command whose fields are wrong.
+        Raise :class:`~nbstream.widgets.wire.BadViewMessage` for a command that names
+        what this widget does not have, or whose text is blank.
         """
-        if kind == "send":
-            text = content.get("text")
-            if not isinstance(text, str):
-                raise BadViewMessage("send without a str text")
-            if len(text) > MAX_VIEW_TEXT:
-                raise BadViewMessage(f"send of more than {MAX_VIEW_TEXT} characters")
-            if not text.strip():
+        if msg["kind"] == "send":
+            if not msg["text"].strip():
                 raise BadViewMessage("send of a blank text")
-            self._ask(text)
+            self._ask(msg["text"])
             return True
-        if kind == "stop":
-            rid = content.get("id")
+        if msg["kind"] == "stop":
+            rid = msg.get("id")
             if rid is None:
                 self.stop()
-            elif not isinstance(rid, str) or not self._knows(rid):
+            elif not self._knows(rid):
                 raise BadViewMessage("stop for an unknown id")
             else:
                 self.stop(rid)
             return True
-        if kind == "clear":
+        if msg["kind"] == "clear":
             self.clear()
+            return True
+        if msg["kind"] == "tool_approval":
+            self._on_tool_approval(msg)
             return True
         return False
 
+    def _no_view_left(self) -> None:
+        """The last view left the page and none came back (presence.py's timer thread):
+        stop what runs, as Stop would, so that a server does not generate for nobody."""
+        stopped = self.stop()
+        if stopped:
+            log.info("nbstream: %s: its last view was removed; stopped %d running repl%s",
+                     type(self).__name__, stopped, "y" if stopped == 1 else "ies")
+
     def _knows(self, rid: str) -> bool:
-        with self._lock:
-            return any(isinstance(e, Reply) and e.id == rid for e in self._all)
+        return any(r.id == rid for r in self._history.answers())
 
     def _on_view_msg(self, _widget: Any, content: Any, _buffers: Sequence[Any]) -> None:
         # main thread or a subshell thread: enqueue or flag, never block. The view is
-        # not trusted: a message of the wrong shape is ignored (logged once per reason)
+        # not trusted: a message that does not fit its type is ignored (wire.py)
         try:
-            if not isinstance(content, dict):
-                raise BadViewMessage("content is not a dict")
-            kind = content.get("kind")
-            if kind == "hello":
+            msg = parse_view_msg(content)
+            if msg["kind"] == "hello":
+                if "view" in msg:  # (views of older versions send none)
+                    self._views.hello(msg["view"])
                 self._pump.hello(self._channel)
-            elif kind == "resync":
-                rid, have = content.get("id"), content.get("have", 0)
-                if not (isinstance(rid, str) and len(rid) <= MAX_VIEW_ID):
-                    raise BadViewMessage("resync without a valid id")
-                if isinstance(have, bool) or not isinstance(have, int) or not 0 <= have <= MAX_SEQ:
-                    raise BadViewMessage("resync with an invalid have")
-                self._pump.resync(self._channel, rid, have)
-            elif kind == "ack":
-                rid, seq, ms = content.get("id"), content.get("seq"), content.get("render_ms", 0.0)
-                if not (isinstance(rid, str) and len(rid) <= MAX_VIEW_ID):
-                    raise BadViewMessage("ack without a valid id")
-                if isinstance(seq, bool) or not isinstance(seq, int) or not 0 < seq <= MAX_SEQ:
-                    raise BadViewMessage("ack with an invalid seq")
-                if (isinstance(ms, bool) or not isinstance(ms, (int, float))
-                        or not 0 <= ms <= MAX_RENDER_MS):
-                    raise BadViewMessage("ack with an invalid render_ms")
-                self._pump.ack(self._channel, rid, seq, float(ms))
-            elif not isinstance(kind, str):
-                raise BadViewMessage("message without a str kind")
-            elif not self._on_command(kind, content):
-                raise BadViewMessage("unknown kind")
+            elif msg["kind"] == "bye":
+                self._views.bye(msg["view"])
+            elif msg["kind"] == "resync":
+                self._pump.resync(self._channel, msg["id"], msg.get("have", 0))
+            elif msg["kind"] == "ack":
+                self._pump.ack(self._channel, msg["id"], msg["seq"],
+                               float(msg.get("render_ms", 0.0)))
+            elif not self._on_command(msg):
+                raise BadViewMessage(f"{msg['kind']}: not a command of {type(self).__name__}")
         except BadViewMessage as bad:
             self._ignored.note(str(bad), content)
         except Exception:
             log.exception("nbstream: handling a view message failed")
-
-
-#: bounds on what a view message may carry (larger ones are ignored)
-MAX_VIEW_TEXT = 1_000_000
-MAX_VIEW_ID = 256
-MAX_SEQ = 1 << 53
-MAX_RENDER_MS = 3_600_000.0
-
-
-class BadViewMessage(ValueError):
-    """A message from the view of the wrong shape (raised and caught inside the handler)."""
-
-
-class ViewMessageFilter:
-    """Counts the view messages a widget ignored; logs each reason once, at debug level.
-
-    Any thread (the handler runs on the main thread or a subshell thread).
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._seen: set[str] = set()
-        self.count = 0
-
-    def note(self, reason: str, content: object) -> None:
-        with self._lock:
-            self.count += 1
-            first = reason not in self._seen
-            self._seen.add(reason)
-        if first:
-            log.debug("nbstream: ignored a view message (%s): %s; later ones like it are "
-                      "ignored silently", reason, reprlib.repr(content))
-
-    @property
-    def reasons(self) -> set[str]:
-        with self._lock:
-            return set(self._seen)
 
 
 def _weak_call(method: Callable[[], object]) -> Callable[[], object]:
@@ -645,27 +502,3 @@ def _weak_call(method: Callable[[], object]) -> Callable[[], object]:
     return call
 
 
-
-class _WireState:
-    """What the widget has told the views, for sending only changes.
-
-    ``known``/``removed``/``last_id`` are guarded by the widget's ``_lock``;
-    the ``*_sent`` fields and the counters are the pump thread's alone.
-    """
-
-    def __init__(self) -> None:
-        #: entries of the history by id (what the views know of)
-        self.known: dict[str, Entry] = {}
-        #: entries removed from the history whose removal is not sent yet
-        self.removed: dict[str, Entry] = {}
-        self.removed_count = 0
-        self.last_id = 0
-        self.last_id_sent = 0
-        #: the last message of the branch shown (guarded by ``_lock``), and as sent
-        self.current: str | None = None
-        self.current_sent: str | None = None
-        self.live_sent: dict[str, int] = {}
-        #: messages that were live in the last snapshot (get_state), guarded by ``_lock``
-        self.snapshot_live: list[str] = []
-        #: bytes of every update message sent (the envelope included)
-        self.bytes_sent = 0

@@ -2,10 +2,10 @@
 // while the page counts every websocket frame of the kernel connection, by
 // direction and msg_type, from the start cell until all replies are final.
 // params: { notebook, widgets = 8, acks = "sparse" | "every-frame",
-//           setup_cell = 0, probe_cell = 1, start_cell = 2, probe_after_ms = 700, produce_ms,
-//           ack_gap_ms: another least gap between a view's ack rounds (an experiment) }
-// "every-frame" sets window.__nbstreamOptions.acks before the page loads: the
-// view then acks every frame that rendered deltas (the previous way).
+//           setup_cell = 0, probe_cell = 1, start_cell = 2, probe_after_ms = 700, produce_ms }
+// With "every-frame" the notebook's widgets say so in their `debug` trait
+// (benchmarks/browser_acks.py writes it): their views then ack every frame that
+// rendered deltas (the previous way); here `acks` only names the run.
 import { now } from './chat.mjs';
 import { openNotebook, runCell, scenario, watchOutput } from './lab.mjs';
 import { startRecorder, waitAllFinal, watchLongTasks } from './record.mjs';
@@ -20,15 +20,6 @@ function msgType(payload) {
 await scenario(async ({ page, params }) => {
   const n = params.widgets ?? 8;
   const probeCell = params.probe_cell ?? 1;
-  if (params.acks === 'every-frame') {
-    await page.addInitScript(() => {
-      window.__nbstreamOptions = { acks: 'every-frame' };
-    });
-  } else if (params.ack_gap_ms != null) {
-    await page.addInitScript((ms) => {
-      window.__nbstreamOptions = { ackGapMs: ms };
-    }, params.ack_gap_ms);
-  }
   const counts = { on: false, received: {}, sent: {}, received_bytes: 0 };
   page.on('websocket', (ws) => {
     if (!ws.url().includes('/channels')) return;

@@ -1,8 +1,8 @@
 // The HTML export of a notebook saved with widget state, opened in Chromium
 // with no server and no kernel. nbconvert's page loads require.js and
 // @jupyter-widgets/html-manager from CDNs, and the html-manager loads the
-// `anywidget` front-end module from another CDN; this machine reaches none of
-// them, so every request is answered here (page.route) from the pinned npm
+// `anywidget` front-end module from another CDN; the tests run offline, so
+// every request is answered here (page.route) from the pinned npm
 // packages in tests/browser/node_modules:
 //   https://cdnjs.cloudflare.com/ajax/libs/require.js/<v>/require.min.js -> requirejs/require.js
 //   https://unpkg.com/@jupyter-widgets/html-manager@<range>/dist/<file>  -> @jupyter-widgets/html-manager/dist/<file>

@@ -1,5 +1,5 @@
 // Browser benchmark of Markdown streaming (benchmarks/browser_markdown.py runs
-// it; tests/test_browser_frontend.py runs a short one). Not a timed test: it
+// it; tests/test_browser_rendering.py runs a short one). Not a timed test: it
 // reports figures.
 //
 // The notebook's cell 0 shows a ChatWidget on a ScriptedSource that types a
@@ -21,14 +21,14 @@
 // page loads; the kernel's flush times from the timeline file.
 //
 // mode "incremental" is the widget as shipped; "full" re-renders the whole
-// answer each frame (window.__nbstreamOptions, set before the page loads).
+// answer each frame: the notebook's widget says so in its `debug` trait
+// (benchmarks/browser_markdown.py writes it; ViewDebug in nbstream/widgets/protocol.py);
+// here `mode` only names the run.
 // params: { notebook, timeline, mode, prompt, timeout_ms = 180000,
-//           trace: a file for a Chrome performance trace of the stream (optional),
-//           ack_gap_ms: another least gap between ack rounds (an experiment) }
-import { counters, sendPrompt, waitForChat, waitForStatus } from './chat.mjs';
+//           trace: a file for a Chrome performance trace of the stream (optional) }
+import { counters, sendPrompt, waitForChat, waitForStatus, FINAL_STATUSES as FINAL } from './chat.mjs';
 import { openNotebook, runCell, scenario, TOKEN, URL_BASE } from './lab.mjs';
 
-const FINAL = ['done', 'stopped', 'error', 'timeout'];
 
 function startRecorder() {
   const root = document.querySelector('.nbs-chat');
@@ -79,8 +79,7 @@ async function readTimeline(notebookDir, name) {
 
 await scenario(async ({ browser, page, params, log }) => {
   const mode = params.mode ?? 'incremental';
-  await page.addInitScript(([m, gap]) => {
-    window.__nbstreamOptions = gap == null ? { markdown: m } : { markdown: m, ackGapMs: gap };
+  await page.addInitScript(() => {
     // arrival time of each delta message (wall clock, ms), before JupyterLab handles it
     window.__nbsReceived = [];
     const Orig = window.WebSocket;
@@ -100,7 +99,7 @@ await scenario(async ({ browser, page, params, log }) => {
         });
       }
     };
-  }, [mode, params.ack_gap_ms ?? null]);
+  });
   await openNotebook(page, params.notebook);
   await runCell(page, 0);
   await waitForChat(page);

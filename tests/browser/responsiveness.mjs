@@ -28,17 +28,17 @@
 //
 // params: { notebook, frontend = "lab", chat_cell = 0, probe_cell = 1,
 //           needle = "probe-ok", idle_probes = 8, probe_gap_ms = 100,
-//           prompt = "Write a long answer", options: window.__nbstreamOptions,
+//           prompt = "Write a long answer",
 //           css: an extra style sheet for the page (experiments),
+// (a variant's debug switches are in the notebook's cell: the widget's `debug` trait)
 //           trace = true, profile = true, timeout_ms = 240000,
 //           trace_file: save the raw trace here (gzipped JSON; `node trace.mjs FILE` explains it) }
-import { chat, counters, SEL, sendPrompt, waitForChat } from './chat.mjs';
+import { chat, counters, SEL, sendPrompt, waitForChat, FINAL_STATUSES as FINAL } from './chat.mjs';
 import fs from 'node:fs';
 import zlib from 'node:zlib';
 import { cell, openNotebook, runCell, runFirstCellInNotebook7, scenario } from './lab.mjs';
 import { analyseTrace, endTrace, startTrace } from './trace.mjs';
 
-const FINAL = ['done', 'stopped', 'error', 'timeout'];
 
 const quantile = (xs, q) => {
   if (xs.length === 0) return null;
@@ -138,10 +138,8 @@ await scenario(async ({ page, params, log }) => {
   const needle = params.needle ?? 'probe-ok';
   const gap = params.probe_gap_ms ?? 100;
   const trace = params.trace ?? true;
-  const options = params.options ?? {};
   await page.addInitScript(
-    ({ o, css }) => {
-      window.__nbstreamOptions = o;
+    ({ css }) => {
       if (css) {
         // an experiment's extra style sheet (benchmarks/browser_responsiveness.py --variants)
         document.addEventListener('DOMContentLoaded', () => {
@@ -151,7 +149,7 @@ await scenario(async ({ page, params, log }) => {
         });
       }
     },
-    { o: options, css: params.css ?? '' },
+    { css: params.css ?? '' },
   );
 
   let openMs;
@@ -229,7 +227,6 @@ await scenario(async ({ page, params, log }) => {
   const duringStat = stat(ms(during));
   return {
     frontend,
-    options,
     status,
     open_ms: openMs,
     chars,

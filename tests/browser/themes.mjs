@@ -1,15 +1,14 @@
 // Screenshots of the widget in JupyterLab and in Notebook 7, in the theme the
 // server's settings name (the test sets it through the settings API), with the
 // figures a test needs to tell that the widget rendered and is styled: its
-// size, its colors next to the theme's, highlighted code, and how it fits a
-// narrow cell.
+// size, its colors next to the theme's, highlighted code, how the answer uses
+// the cell's width, and how it fits a narrow cell.
 // params: { lab_notebook, nb7_notebook, label }
 // Screenshots: <artifact>-<app>-<label>.png (page) and -widget.png (the widget).
-import { SEL, waitForChat } from './chat.mjs';
+import { SEL, waitForChat, FINAL_STATUSES as FINAL } from './chat.mjs';
 import { ARTIFACTS, ARTIFACT, openNotebook, runAllCells, runFirstCellInNotebook7, scenario } from './lab.mjs';
 import path from 'node:path';
 
-const FINAL = ['done', 'stopped', 'error', 'timeout'];
 
 /** Wait until the first widget's replies are final and its code is highlighted. */
 async function waitRendered(page) {
@@ -65,6 +64,18 @@ function measure() {
       keyword: css(keyword, 'color'),
       code_fg: css(code, 'color'),
       send_bg: css(root.querySelector('button.nbs-send'), 'background-color'),
+    },
+    // the answer uses the cell's width: its code block spans the message list, its
+    // paragraphs keep a readable measure
+    layout: {
+      list_width: (() => {
+        const list = root.querySelector('.nbs-messages');
+        const st = getComputedStyle(list);
+        return list.getBoundingClientRect().width - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+      })(),
+      code_width: root.querySelector('.nbs-code')?.getBoundingClientRect().width ?? 0,
+      paragraph_width: md?.querySelector(':scope > p')?.getBoundingClientRect().width ?? 0,
+      measure_px: parseFloat(css(md?.querySelector(':scope > p'), 'max-width')),
     },
     styled: {
       border_radius: css(root, 'border-radius'),

@@ -7,10 +7,9 @@
 //           stop_after_ms = 1200 }
 // Screenshots: <artifact>-streaming.png, -narrow.png, <artifact>.png (the end).
 import { growthOf, kernelJson, startRecorder, valueAt, waitForAssistants } from './record.mjs';
-import { now } from './chat.mjs';
+import { now, FINAL_STATUSES as FINAL } from './chat.mjs';
 import { openNotebook, runAllCells, scenario } from './lab.mjs';
 
-const FINAL = ['done', 'stopped', 'error', 'timeout'];
 
 await scenario(async ({ page, params, screenshot }) => {
   const [mark0, mark1] = params.markers;

@@ -1,4 +1,4 @@
-// A notebook under Voilà (written by tests/test_browser_frontends.py), in headless
+// A notebook under Voilà (written by tests/test_browser_marimo_voila.py), in headless
 // Chromium: the chat renders, streams, finishes, Stop and the input box work.
 // NBS_URL is the Voilà server's URL (the notebook renders at its root).
 import { runChatChecks } from './frontend.mjs';

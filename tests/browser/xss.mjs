@@ -1,6 +1,6 @@
 // XSS corpus through the real path: kernel -> comm -> view, streamed in pieces.
 //
-// The notebook (written by tests/test_browser_frontend.py) makes a ChatWidget
+// The notebook (written by tests/test_browser_rendering.py) makes a ChatWidget
 // whose source answers prompt "i" with payload i of xss_payloads.json, and
 // sends every prompt. While the replies stream, a MutationObserver checks each
 // node and attribute that enters the rendered Markdown (the open tail too);

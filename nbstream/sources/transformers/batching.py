@@ -81,8 +81,8 @@ from .devices import Batching
 
 log = logging.getLogger("nbstream.sources.transformers.batching")
 
-__all__ = ["IDLE_SECONDS", "BatchError", "Engine", "Gate", "Settings", "model_facts",
-           "named_refusal", "plan_for", "refusal", "settings_for"]
+__all__ = ["IDLE_SECONDS", "BatchError", "Engine", "Gate", "Settings", "inputs_refusal",
+           "model_facts", "named_refusal", "plan_for", "refusal", "settings_for"]
 
 #: how long a manager with no open request keeps running (and holding its paged cache)
 #: before it stops; the next reply after that starts a new one
@@ -170,6 +170,24 @@ _NEUTRAL: dict[str, Any] = {
     "min_p": None, "prompt_lookup_num_tokens": None, "assistant_model": None,
     "stopping_criteria": None, "logits_processor": None,
 }
+
+
+#: model inputs a batched request carries: its token ids (the engine makes its own
+#: positions and masks from them; ``token_type_ids`` that are all 0 change nothing either)
+BATCHED_INPUTS = frozenset({"input_ids", "attention_mask"})
+
+
+def inputs_refusal(inputs: Any) -> str | None:
+    """Why a reply whose model ``inputs`` (the prompt's tensors, as ``generate()``
+    takes them) cannot join a batch, or None if it can: transformers' continuous
+    batching takes a request's token ids only, so a vision model's image tensors
+    (``pixel_values``...) or any other model input keep the reply on its own."""
+    others = sorted(str(key) for key, value in inputs.items() if key not in BATCHED_INPUTS
+                    and not (key == "token_type_ids" and not bool(value.any())))
+    if others:
+        return (f"a reply with {', '.join(others)} takes turns (continuous batching takes "
+                "token ids only)")
+    return None
 
 
 def named_refusal(kwargs: dict[str, Any]) -> str | None:

@@ -29,6 +29,13 @@ Thinking models: when the chat template uses ``<think>`` tags (or with
 :class:`~nbstream.core.pieces.Reasoning` pieces; when the prompt ends with an open
 ``<think>`` (the template opened the block), the output starts inside it.
 
+Tools (see :mod:`nbstream.sources.transformers.toolcalls`): a reply's tools go
+into the chat template, and the calls the model writes (``<tool_call>`` tags,
+Mistral's ``[TOOL_CALLS]``, Llama 3's JSON, or the tokenizer's response
+template) become :class:`~nbstream.core.pieces.ToolCallDelta` pieces as it
+writes them; a reply that calls tools ends with ``"tool_calls"``. A template
+that cannot take tools is refused (:attr:`~TransformersSource.supports_tools`).
+
 Loaded models are shared: sources built with the same model arguments get
 the same model object (held while any of them lives) and the same
 :meth:`~TransformersSource.lane_key`, so their replies share one lane.
@@ -59,11 +66,13 @@ from ... import extras
 from ...core.loading import report_loading
 from ...core.pieces import FinishReason, Outcome
 from ..base import ChatMessage, Emit, Source, ToolSchema
-from ..think import CLOSE, OPEN, ThinkSplitter, ThinkTags, splitting
+from ..think import CLOSE, OPEN, ThinkSplitter, ThinkTags, check_think_options, splitting
+from ..toolcalls import CallIds, check_tool_request, template_messages
 from . import batching as _batch
 from . import devices, openmp
 from .arguments import check_generate_kwargs
 from .detok import IncrementalDecoder
+from .toolcalls import TOOL_CALL_FORMATS, ToolCallFormat, ToolReply, tool_support
 
 if TYPE_CHECKING:
     from ...generation import GenerationOptions
@@ -287,15 +296,36 @@ def _streamer(decoder: IncrementalDecoder, emit: Emit, cancel: threading.Event,
     return EmitStreamer(decoder, emit, cancel, hidden)
 
 
-def _special_ids(tokenizer: Any) -> frozenset[int]:
-    """Ids of the tokenizer's special added tokens (those a decoder skips)."""
+def _decoder(tokenizer: Any, think: bool, tooling: ToolReply | None
+             ) -> tuple[IncrementalDecoder, frozenset[int]]:
+    """The decoder of a reply, and the ids it must not see.
+
+    Tags the splitters read (``<think>``, Mistral's ``[TOOL_CALLS]``, ...) that
+    are special tokens would be skipped by a decoder: then it keeps special
+    tokens, and the others (end of turn, ...) are hidden from it.
+    """
     added = getattr(tokenizer, "added_tokens_decoder", None) or {}
-    return frozenset(int(i) for i, token in added.items() if getattr(token, "special", False))
+    special = {int(i): str(getattr(t, "content", t)) for i, t in added.items()
+               if getattr(t, "special", False)}
+    kept = set()
+    if think:
+        kept |= {tokenizer.convert_tokens_to_ids(tag) for tag in (OPEN, CLOSE)} & special.keys()
+    if tooling is not None and tooling.tags:
+        kept |= {i for i, text in special.items() if tooling.keeps(text)}
+    if not kept:
+        return IncrementalDecoder(tokenizer), frozenset()
+    return (IncrementalDecoder(tokenizer, skip_special_tokens=False),
+            frozenset(special.keys() - kept))
+
+
+def _prompt_text(tokenizer: Any, inputs: Any) -> str:
+    """The prompt as text (the response parser reads where the reply starts)."""
+    return str(tokenizer.decode(inputs["input_ids"][0].tolist(), skip_special_tokens=False))
 
 
 _OWN_ARGUMENTS = ("model", "tokenizer", "device", "dtype", "load_in_4bit", "load_in_8bit",
                   "attn_implementation", "system_prompt", "warmup", "chat_template_kwargs",
-                  "think_tags", "cpu_threads", "concurrency")
+                  "think_tags", "cpu_threads", "tool_call_format", "concurrency")
 
 
 class TransformersSource(Source):
@@ -342,6 +372,12 @@ class TransformersSource(Source):
     cpu / cuda, a ``generate_kwargs`` setting the batch does not apply, such as
     ``repetition_penalty``; then replies take turns, first come first served).
 
+    ``tool_call_format``: how the model writes tool calls, ``"hermes"``
+    (``<tool_call>{...}</tool_call>``), ``"mistral"``, ``"llama3"`` or
+    ``"response_template"`` (the tokenizer's own parsing); None (the default)
+    takes the tokenizer's response template where it has one, else reads the
+    chat template (see :mod:`nbstream.sources.transformers.toolcalls`).
+
     ``generate`` returns an :class:`~nbstream.core.pieces.Outcome` (finish reason,
     usage, figures). After each reply, :attr:`last_token_ids` holds the ids
     whose text was emitted (fed to the decoder).
@@ -362,6 +398,7 @@ class TransformersSource(Source):
         chat_template_kwargs: dict[str, Any] | None = None,
         think_tags: ThinkTags = None,
         cpu_threads: int | None = None,
+        tool_call_format: ToolCallFormat | None = None,
         concurrency: int | None = None,
         **generate_kwargs: Any,
     ) -> None:
@@ -370,21 +407,23 @@ class TransformersSource(Source):
         ):
             raise ValueError(f"concurrency must be None or a positive int, not {concurrency!r}")
         generate_kwargs = check_generate_kwargs(generate_kwargs, own=_OWN_ARGUMENTS)
-        if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, dict):
-            raise TypeError("chat_template_kwargs must be a dict, such as "
-                            "{'enable_thinking': False}")
-        if not (think_tags is None or isinstance(think_tags, bool) or think_tags == "opened"):
-            raise ValueError(f"think_tags must be True, False, None or 'opened', "
-                             f"got {think_tags!r}")
+        think_tags, template_kwargs = check_think_options(think_tags, chat_template_kwargs,
+                                                          where="TransformersSource")
         if cpu_threads is not None and (
             isinstance(cpu_threads, bool) or not isinstance(cpu_threads, int) or cpu_threads < 1
         ):
             raise ValueError(f"cpu_threads must be None or a positive int, not {cpu_threads!r}")
+        if tool_call_format is not None and tool_call_format not in TOOL_CALL_FORMATS:
+            raise ValueError(f"tool_call_format must be None or one of "
+                             f"{', '.join(TOOL_CALL_FORMATS)}, got {tool_call_format!r}")
+        self.tool_call_format: ToolCallFormat | None = tool_call_format
+        self._tool_verdict: tuple[Any, str | None] | None = None  # (tokenizer, why not)
+        self._tool_lock = threading.Lock()
         self.cpu_threads = cpu_threads
         self._concurrency = concurrency
         self.system_prompt = system_prompt
         self.warmup = warmup
-        self.chat_template_kwargs: dict[str, Any] = dict(chat_template_kwargs or {})
+        self.chat_template_kwargs: dict[str, Any] = template_kwargs
         self.think_tags: ThinkTags = think_tags
         self.generate_kwargs = generate_kwargs
         self.last_token_ids: list[int] = []
@@ -523,11 +562,15 @@ class TransformersSource(Source):
                 loaded.plan = _batch.plan_for(loaded.model, self._asked_concurrency())
             return loaded.plan
 
-    def _engine(self, kwargs: dict[str, Any], prompt_tokens: int) -> _batch.Engine | None:
-        """The model's batching engine for a reply with these ``generate()`` arguments,
-        or None when the reply runs on its own (see :attr:`batching`)."""
+    def _engine(self, kwargs: dict[str, Any], inputs: Any) -> _batch.Engine | None:
+        """The model's batching engine for a reply with these ``generate()`` arguments
+        and model ``inputs``, or None when the reply runs on its own (see
+        :attr:`batching`)."""
         if self._refusal() is not None or self._asked_concurrency() == 1:
             return None
+        if _batch.inputs_refusal(inputs) is not None:
+            return None  # images and such: the engine takes token ids only
+        prompt_tokens = int(inputs["input_ids"].shape[-1])
         loaded = self._loaded
         assert loaded is not None
         if _batch.refusal(loaded.model.generation_config, kwargs) is not None:
@@ -671,26 +714,42 @@ class TransformersSource(Source):
 
     # -- generation -----------------------------------------------------------
 
-    def _conversation(self, messages: Sequence[ChatMessage]) -> list[dict[str, str]]:
-        turns = [{"role": m["role"], "content": m["content"]} for m in messages]
+    def _conversation(self, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+        # assistant tool calls (arguments as objects) and tool turns kept for the template
+        turns = template_messages(messages)
         if self.system_prompt is not None and not (turns and turns[0]["role"] == "system"):
             turns.insert(0, {"role": "system", "content": self.system_prompt})
         return turns
 
-    def _inputs(self, messages: Sequence[ChatMessage]) -> Any:
+    def _inputs(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSchema] = (),
+                tooling: ToolReply | None = None) -> Any:
+        """The prompt's tensors, with ``tools`` for the template; with ``tooling``'s
+        prefill written after it for the model to continue (a forced call's start)."""
         tokenizer = self.tokenizer
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(
                 f"the tokenizer of {self.label} has no chat template; set tokenizer.chat_template"
             )
-        inputs = tokenizer.apply_chat_template(
-            self._conversation(messages),
-            add_generation_prompt=True,
-            tokenize=True,
-            return_dict=True,
-            return_tensors="pt",
-            **self.chat_template_kwargs,
-        )
+        extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
+        if tooling is not None and tooling.prefill:
+            text = tokenizer.apply_chat_template(
+                self._conversation(messages), add_generation_prompt=True, tokenize=False,
+                **extra, **self.chat_template_kwargs)
+            if str(text).rstrip().endswith(OPEN):
+                # the template opened a thinking block: the forced call comes after it
+                tooling.prefill = f"\n{CLOSE}\n\n{tooling.prefill}"
+            inputs = tokenizer(str(text) + tooling.prefill, add_special_tokens=False,
+                               return_tensors="pt")
+        else:
+            inputs = tokenizer.apply_chat_template(
+                self._conversation(messages),
+                add_generation_prompt=True,
+                tokenize=True,
+                return_dict=True,
+                return_tensors="pt",
+                **extra,
+                **self.chat_template_kwargs,
+            )
         return inputs.to(self.model.device)
 
     def _splitter(self, prompt_ids: Any) -> ThinkSplitter | None:
@@ -714,7 +773,68 @@ class TransformersSource(Source):
 
     #: per-reply options (``chat.generation``), over ``generate_kwargs``
     generation_options: ClassVar[frozenset[str]] = frozenset(
-        {"temperature", "top_p", "max_new_tokens", "stop"})
+        {"temperature", "top_p", "max_new_tokens", "stop", "tool_choice"})
+
+    # -- tools ----------------------------------------------------------------
+
+    @property
+    def supports_tools(self) -> bool:  # type: ignore[override]  # per model: a property
+        """Whether this model's chat template takes tools and nbstream can read its
+        calls (:mod:`~nbstream.sources.transformers.toolcalls`). Loads the tokenizer
+        (not the model) the first time, if :meth:`prepare` has not yet."""
+        return self._why_no_tools() is None
+
+    def check_tools(self, tools: Sequence[ToolSchema]) -> None:
+        """Refuse ``tools`` with the reason when the model cannot take them."""
+        if not tools:
+            return
+        why = self._why_no_tools()
+        if why is not None:
+            raise ValueError(f"{self.label} cannot call tools: {why}")
+
+    def _why_no_tools(self) -> str | None:
+        with self._tool_lock:
+            tokenizer = self.tokenizer
+            if tokenizer is None:
+                tokenizer = self._tokenizer_only()
+            if self._tool_verdict is None or self._tool_verdict[0] is not tokenizer:
+                self._tool_verdict = (tokenizer, tool_support(tokenizer, self.tool_call_format))
+            return self._tool_verdict[1]
+
+    def _tokenizer_only(self) -> Any:
+        """The tokenizer, loaded without the model (for :meth:`check_tools`)."""
+        from transformers import AutoTokenizer
+
+        from .quiet import quiet_loading
+
+        with quiet_loading():
+            if self._tokenizer_location is not None or self._kind == "object":
+                return self._load_tokenizer(_Loaded(None, None))
+            if self._kind == "default":
+                from . import default_model
+
+                folder = default_model.converted_path()
+                if default_model.is_converted(folder):
+                    return AutoTokenizer.from_pretrained(folder, local_files_only=True)
+                gguf = default_model.gguf_path()
+                return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                     local_files_only=True)
+            assert self._location is not None
+            if self._kind == "gguf":
+                gguf = Path(self._location)
+                return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                     local_files_only=True)
+            return AutoTokenizer.from_pretrained(self._location, local_files_only=True)
+
+    def _tool_reply(self, messages: Sequence[ChatMessage], tools: Sequence[ToolSchema],
+                    options: GenerationOptions) -> ToolReply | None:
+        """The reply's tool plan (None without tools), checked before generation."""
+        choice = check_tool_request(tools, options.get("tool_choice"), self.label)
+        if not tools:
+            return None
+        self.check_tools(tools)
+        return ToolReply(self.tokenizer, tools, choice, self.tool_call_format,
+                         CallIds(messages))
 
     def generate(
         self,
@@ -735,6 +855,8 @@ class TransformersSource(Source):
                           ("stop", "stop_strings")):
             if kwargs.get(key) is not None:
                 shown[name] = kwargs[key]
+        if "tool_choice" in options:
+            shown["tool_choice"] = options["tool_choice"]
         return shown
 
     def _generate_kwargs(self, options: GenerationOptions) -> dict[str, Any]:
@@ -775,7 +897,6 @@ class TransformersSource(Source):
         text emitted so far is kept; nothing is emitted after the stop).
         ``Cancelled`` raised by ``emit`` propagates.
         """
-        self.check_tools(tools)
         self.last_token_ids = []
         if cancel.is_set():
             return Outcome("cancelled")
@@ -785,28 +906,28 @@ class TransformersSource(Source):
         from transformers import StoppingCriteriaList
 
         tokenizer = self.tokenizer
-        inputs = self._inputs(messages)
+        tooling = self._tool_reply(messages, tools, options)
+        if tooling is not None:
+            inputs = self._inputs(messages, tooling.template_tools, tooling)
+        else:
+            inputs = self._inputs(messages)
         kwargs = self._pad_kwargs()
         kwargs.update(self._generate_kwargs(options))
-        engine = self._engine(kwargs, int(inputs["input_ids"].shape[-1]))
+        engine = self._engine(kwargs, inputs)
         criteria = StoppingCriteriaList(list(kwargs.pop("stopping_criteria", None) or ()))
         criteria.append(_stopping_criterion(cancel))
         if kwargs.get("stop_strings") and "tokenizer" not in kwargs:
             kwargs["tokenizer"] = tokenizer
+        finish_calls = None
+        if tooling is not None:
+            emit, finish_calls = tooling.wrap(emit, _prompt_text(tokenizer, inputs))
         splitter = self._splitter(inputs["input_ids"])
         finish = None
         if splitter is not None:
             emit, finish = splitting(emit, splitter)
-        decoder = IncrementalDecoder(tokenizer)
-        hidden: frozenset[int] = frozenset()
-        if splitter is not None:
-            special = _special_ids(tokenizer)
-            tags = {tokenizer.convert_tokens_to_ids(tag) for tag in (OPEN, CLOSE)}
-            if special & tags:
-                # tags that are special tokens would be skipped by the decoder: keep
-                # special tokens, and hide the others (end of turn, ...) from it
-                decoder = IncrementalDecoder(tokenizer, skip_special_tokens=False)
-                hidden = special - tags
+        decoder, hidden = _decoder(tokenizer, splitter is not None, tooling)
+        if tooling is not None and tooling.prefill:
+            emit(tooling.prefill)  # the forced call's start, read as the model's own text
         streamer = _streamer(decoder, emit, cancel, hidden)
         started = time.perf_counter()
         threads_before = None
@@ -824,9 +945,14 @@ class TransformersSource(Source):
             else:
                 if finish is not None:
                     finish()
+                if finish_calls is not None:
+                    finish_calls()
                 max_new = kwargs.get("max_new_tokens")
                 reached = max_new is not None and len(streamer.ids) >= int(max_new)
                 reason = "length" if reached and not self._ends_turn(streamer.ids) else "stop"
+                if tooling is not None and tooling.calls and not (reason == "length"
+                                                                 and tooling.cut):
+                    reason = "tool_calls"  # a reply that called tools ends with them
         finally:
             ended = time.perf_counter()
             if threads_before is not None:

@@ -8,7 +8,8 @@
   user clicks its placeholder.
 * Screenshots in the light and the dark theme, in JupyterLab and in Notebook 7
   (test-artifacts/test_themes_<theme>_-*.png), with checks that the widget
-  rendered and follows the theme.
+  rendered, follows the theme, and gives the answer the cell's width (its code
+  block spans the message list; prose keeps a readable measure).
 * A short run of the Markdown benchmark (benchmarks/browser_markdown.py runs
   the full one): it produces its figures, and renders at most once per frame.
 """
@@ -166,6 +167,12 @@ def test_themes(
         assert m["styled"]["border_radius"] == "6px", (where, m["styled"])
         assert "mono" in m["styled"]["code_font"].lower(), (where, m["styled"])
         assert m["styled"]["send_visible"], where
+        # the answer uses the cell's width (no bubble sized to its first lines): the
+        # code block spans the message list; prose keeps its measure
+        lay = m["layout"]
+        assert lay["code_width"] >= 0.9 * lay["list_width"], (where, lay)
+        assert lay["list_width"] > lay["measure_px"], (where, lay)
+        assert abs(lay["paragraph_width"] - lay["measure_px"]) <= 1, (where, lay)
         for shot in m["screenshots"].values():
             assert Path(shot).is_file() and Path(shot).stat().st_size > 5_000, shot
     narrow = r["lab"]["narrow"]

@@ -1,0 +1,199 @@
+"""Many streams at once through one kernel: 32 answers from one server, 8 widgets.
+
+8 ``Compare`` widgets of 4 panes each, every pane an ``OpenAISource`` on one
+server (the project's fake OpenAI-compatible server, tests/_servers.py, which
+streams a model-shaped Markdown answer: a heading, a list, a table, code, math,
+CJK and emoji, at ``--rate`` pieces/s per stream; the lane lets all 32 run at
+once), in real JupyterLab + headless Chromium (tests/browser/many_streams.mjs).
+All 32 start with one cell. Printed:
+
+* whether every answer is complete: the kernel's text is the server's, piece for
+  piece (so in order), and the page shows all of it (the characters the view holds
+  per widget, its counters, equal the kernel's; the rendered Markdown starts with
+  the stream's own tag and ends with the answer's last words);
+* each answer's **end lag**: from the kernel's end of the reply to its final
+  status on the page (both on the wall clock), per answer and its spread: the
+  pump shares one budget (180 deltas/s for the kernel) among all streams, fairly
+  if the lags are alike;
+* the kernel's probe cell while they stream against idle (target: within 2x),
+  and the page's long tasks;
+* the machine's load average.
+
+Not a timed test; tests/test_browser_faults.py runs it on shorter answers and checks
+that every text is complete.
+
+    .venv/bin/python benchmarks/many_streams.py [--widgets 8] [--panes 4] [--rate 100]
+        [--rounds 3]
+
+Needs what the browser tests need: node, tests/browser/node_modules, /usr/bin/chromium.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from soak import ANSWER  # noqa: E402  (model-shaped Markdown)
+
+
+def pieces_of(text: str, tag: str) -> list[str]:
+    """``text`` as a model would stream it: a word (with what follows it) per piece,
+    after a first piece naming the stream (so that a text in the wrong pane shows)."""
+    words = text.split(" ")
+    return [f"[{tag}] "] + [w + " " for w in words[:-1]] + [words[-1]]
+
+
+def cells(base_url: str, widgets: int, panes: int, rate: float, repeat: int) -> list[str]:
+    setup = (
+        "import json, time\n"
+        "from nbstream import Compare\n"
+        "from nbstream.sources import OpenAISource\n"
+        "import sys\n"
+        f"sys.path.insert(0, {str(REPO / 'benchmarks')!r})\n"
+        "from many_streams import pieces_of\n"
+        f"URL, W, P, DELAY = {base_url!r}, {widgets}, {panes}, {1.0 / rate!r}\n"
+        f"ANSWER = {ANSWER!r} * {repeat}\n"
+        "def _source(w, p):\n"
+        "    return OpenAISource('fake', URL, concurrency=W * P, label=f'pane {p}',\n"
+        "                        x_pieces=pieces_of(ANSWER, f's{w}.{p}'), x_delay=DELAY)\n"
+        "widgets = [Compare([_source(w, p) for p in range(P)]) for w in range(W)]\n"
+        "def REPORT():\n"
+        "    wall = time.time() - time.monotonic()\n"
+        "    return [[{'text': r.text, 'status': r.status, 'reason': r.reason,\n"
+        "              'end_wall_ms': (wall + r.stream.ended_at) * 1000\n"
+        "                             if r.stream.ended_at is not None else None}\n"
+        "             for r in c.last_round] for c in widgets]\n"
+        "for c in widgets:\n"
+        "    display(c)"
+    )
+    return [setup, 'print("probe-ok")', f"for c in widgets:\n    c.send({PROMPT!r})"]
+
+
+def expected_text(w: int, p: int, repeat: int) -> str:
+    return "".join(pieces_of(ANSWER * repeat, f"s{w}.{p}"))
+
+
+def utf16(text: str) -> int:
+    """``text.length`` in JavaScript."""
+    return len(text.encode("utf-16-le")) // 2
+
+
+#: the question every pane answers
+PROMPT = "go"
+#: how the rendered answer ends (its last words, as the page shows them)
+LAST_WORDS = "🐍"
+
+
+def check(r: dict[str, Any], widgets: int, panes: int, repeat: int) -> dict[str, Any]:
+    """Completeness and end lags of one run."""
+    kernel = r["kernel"]
+    lags: list[float] = []
+    wrong: list[str] = []
+    for a in r["answers"]:
+        w, p = a["root"], a["pane"]
+        k = kernel[w][p]
+        if k["text"] != expected_text(w, p, repeat):
+            wrong.append(f"{w}.{p}: kernel text ({k['status']}: {k['reason']})")
+        shown = a["text"].strip()
+        if not (shown.startswith(f"[s{w}.{p}]") and shown.endswith(LAST_WORDS)):
+            wrong.append(f"{w}.{p}: page text")
+        if a["status"] != "done" or k["status"] != "done":
+            wrong.append(f"{w}.{p}: status {a['status']} (kernel: {k['status']}, {k['reason']})")
+        if a["end_wall_ms"] is not None and k["end_wall_ms"] is not None:
+            lags.append(a["end_wall_ms"] - k["end_wall_ms"])
+    for w, shown in enumerate(r["chars"]):  # each widget's text, all of it: its counter
+        # (in JavaScript's characters: UTF-16 code units, as the view counts them)
+        want = shown["questions"] * utf16(PROMPT) + sum(utf16(k["text"]) for k in kernel[w])
+        if shown["chars"] != want:
+            wrong.append(f"widget {w}: the page holds {shown['chars']} characters, "
+                         f"the kernel {want}")
+    return {"answers": len(r["answers"]), "wrong": wrong, "lags_ms": lags,
+            "probe_idle_ms": r["probe_idle_ms"], "probe_during_ms": r["probe_during_ms"],
+            "long_tasks": r["long_tasks"], "long_max_ms": r["long_max_ms"]}
+
+
+def run(lab: Any, base_url: str, widgets: int, panes: int, rate: float, repeat: int,
+        name: str) -> dict[str, Any]:
+    from browser_markdown import run_node
+
+    path = lab.write_notebook(f"{name}.ipynb", cells(base_url, widgets, panes, rate, repeat))
+    try:
+        r = run_node(lab, "many_streams", {"notebook": path, "widgets": widgets,
+                                           "report": "print(_nbs_json.dumps(REPORT()))"},
+                     timeout=600)
+    finally:
+        lab.shutdown_kernels()
+    return check(r, widgets, panes, repeat)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--widgets", type=int, default=8)
+    ap.add_argument("--panes", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=100.0, help="pieces per second per stream")
+    ap.add_argument("--repeat", type=int, default=3, help="the answer, this many times over")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+
+    sys.path.insert(0, str(REPO / "tests"))
+    from _servers import start_fake_server
+    from conftest import start_jupyterlab
+
+    loads: list[float] = []
+    rows: list[dict[str, Any]] = []
+    server = start_fake_server()
+    try:
+        with tempfile.TemporaryDirectory(prefix="nbs-many-") as tmp:
+            root = Path(tmp) / "root"
+            root.mkdir()
+            with start_jupyterlab(root, Path(tmp) / "home") as lab:
+                for i in range(args.rounds):
+                    loads.append(os.getloadavg()[0])
+                    row = run(lab, server.base_url, args.widgets, args.panes, args.rate,
+                              args.repeat, f"many-{i}")
+                    rows.append(row)
+                    lags = sorted(row["lags_ms"])
+                    print(f"[round {i + 1}] {row['answers']} answers, wrong: {row['wrong']}; "
+                          f"end lag median {statistics.median(lags):.0f} ms, "
+                          f"max {lags[-1]:.0f} ms; probe {row['probe_during_ms']} ms "
+                          f"(idle {row['probe_idle_ms']} ms); long tasks {row['long_tasks']}",
+                          file=sys.stderr)
+    finally:
+        server.stop()
+    words = len(pieces_of(ANSWER * args.repeat, "x"))
+    n = args.widgets * args.panes
+    print(f"\n{n} answers at once ({args.widgets} Compare widgets x {args.panes} panes), "
+          f"{words} pieces each at {args.rate:.0f}/s from one server, real JupyterLab + "
+          f"headless Chromium; {args.rounds} round(s); load average median "
+          f"{statistics.median(loads):.1f} on {os.cpu_count()} CPUs\n")
+    all_wrong = [w for r in rows for w in r["wrong"]]
+    print(f"complete and in order: {sum(r['answers'] for r in rows) - len(all_wrong)} of "
+          f"{sum(r['answers'] for r in rows)}" + (f" (wrong: {all_wrong})" if all_wrong else ""))
+    for i, r in enumerate(rows):
+        lags = sorted(r["lags_ms"])
+        print(f"round {i + 1}: end lag per answer (ms) min {lags[0]:.0f}, median "
+              f"{statistics.median(lags):.0f}, p90 {lags[int(0.9 * (len(lags) - 1))]:.0f}, max "
+              f"{lags[-1]:.0f}, stdev {statistics.pstdev(lags):.0f}; probe "
+              f"{r['probe_during_ms']} ms vs {r['probe_idle_ms']} ms idle "
+              f"({r['probe_during_ms'] / max(1, r['probe_idle_ms']):.1f}x); long tasks "
+              f"{r['long_tasks']} (longest {r['long_max_ms']} ms)")
+    ratios = [r["probe_during_ms"] / max(1, r["probe_idle_ms"]) for r in rows]
+    print(f"\nprobe while streaming / idle: median {statistics.median(ratios):.1f}x "
+          "(target <= 2x)")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,566 @@
+/**
+ * The wire protocol's types and constants, GENERATED from nbstream/widgets/protocol.py
+ * (and the statuses of nbstream/core/pieces.py) by `python scripts/gen_protocol.py`: do not edit.
+ * Change protocol.py and run that command; `make lint` fails while this file is stale.
+ * What each message means, and the rules of the protocol, are written in protocol.py;
+ * js/src/protocol.ts re-exports these types with the checks of what arrives.
+ */
+
+/**
+ * Lifecycle of an assistant message. User messages are always `"done"`.
+ */
+export type Status = "done" | "error" | "loading" | "queued" | "running" | "stopped" | "timeout";
+/**
+ * Why a reply ended. Sources report `stop`, `length`, `tool_calls`,
+ * `abort` (vLLM's), or None (a server's stream ended with neither a finish
+ * reason nor an end marker). The pipeline itself sets `cancelled` (a stop),
+ * `error` (the source raised), `timeout` (a time limit) and
+ * `max_tool_rounds` (the model still called tools after the widget's
+ * `max_tool_rounds` rounds of tool calls: the turn ends there).
+ */
+export type FinishReason =
+  | "abort"
+  | "cancelled"
+  | "error"
+  | "length"
+  | "max_tool_rounds"
+  | "stop"
+  | "timeout"
+  | "tool_calls";
+/**
+ * The types of part a message is made of: its answer and reasoning text, and (put by
+ * the widget side's tool loop, never by a source) the arguments of its tool calls
+ * (`"tool"`), their results (`"tool_result"`) and where a new round of the
+ * loop starts (`"round"`).
+ */
+export type PartType = "answer" | "reasoning" | "round" | "tool" | "tool_result";
+export type Role = "assistant" | "system" | "user";
+/**
+ * How the view lays the conversation out (the `mode` trait): `chat` (a
+ * conversation with an input box: ChatWidget), `stream` (an optional prompt
+ * and one answer, no input box: StreamView, stream()), `compare` (one column
+ * per pane, one shared input box: Compare).
+ */
+export type Mode = "chat" | "compare" | "stream";
+/**
+ * What one delta appends: a string (all answer text) or its runs in order
+ * (`[[type, text, ...], ...]`; see `Run` in core/stream.py).
+ */
+export type DeltaBody = string | DeltaRun[];
+/**
+ * One run of a delta, as a kernel of this version sends it.
+ */
+export type DeltaRun = TextRun | ToolArgsRun | ToolResultRun | RoundRun;
+/**
+ * One run of a delta: `[type, text]` for answer and reasoning text (a view ignores
+ * a run of a type it does not know; the tool loop's runs are `ToolArgsRun`,
+ * `ToolResultRun` and `RoundRun`)
+ *
+ * @minItems 2
+ * @maxItems 2
+ */
+export type TextRun = ["answer" | "reasoning", string];
+/**
+ * `["tool", text, n]`: a piece of the argument text (JSON) of the message's tool
+ * call number `n` (0, 1, ... over its rounds), in order as it streams; the first
+ * (maybe empty) marks the call's place among the parts
+ *
+ * @minItems 3
+ * @maxItems 3
+ */
+export type ToolArgsRun = ["tool", string, number];
+/**
+ * `["tool_result", text, n, display]`: the result of call `n`: the text the model
+ * was told, and what the view may show
+ *
+ * @minItems 4
+ * @maxItems 4
+ */
+export type ToolResultRun = ["tool_result", string, number, ToolDisplay];
+/**
+ * `["round", "", r]`: round `r` (1, 2, ...) of the tool loop starts here: the
+ * model asked again with the results of the calls before it
+ *
+ * @minItems 3
+ * @maxItems 3
+ */
+export type RoundRun = ["round", "", number];
+/**
+ * Where a tool call stands (nbstream/tools/calls.py): `streaming` (its arguments are
+ * arriving), `ready` (the model's reply ended: the arguments are complete),
+ * `awaiting_approval` (a person must allow it first), `running`, `done`,
+ * `error` (it raised, timed out, was unknown or got arguments that do not fit),
+ * `denied` (a person denied it; the model was told), `cancelled` (the turn was
+ * stopped, or reached `max_tool_rounds`, first)
+ */
+export type ToolState =
+  | "awaiting_approval"
+  | "cancelled"
+  | "denied"
+  | "done"
+  | "error"
+  | "ready"
+  | "running"
+  | "streaming";
+/**
+ * Every message a view sends; each is told apart by its `kind`.
+ */
+export type ViewMsg =
+  | SendMsg
+  | StopMsg
+  | RegenerateMsg
+  | ClearMsg
+  | ContinueMsg
+  | SystemPromptMsg
+  | SwitchMsg
+  | EditMsg
+  | HelloMsg
+  | ByeMsg
+  | ResyncMsg
+  | AckMsg
+  | ToolApprovalMsg;
+/**
+ * a person's answer to an approval card: `allow` (this call), `always` (this tool,
+ * for this chat: not offered for a tool that runs code) or `deny`
+ */
+export type ToolDecision = "allow" | "always" | "deny";
+
+/**
+ * A tool result as the view may show it (tools/results.py): MIME type -> data, each
+ * bounded (`DISPLAY_LIMITS`; images base64, PNG or JPEG only; HTML and Markdown
+ * sanitized by the view like model output), and `omitted`: MIME type -> characters
+ * of the displays left out for their size.
+ */
+export interface ToolDisplay {
+  "image/jpeg"?: string;
+  "image/png"?: string;
+  omitted?: {
+    [k: string]: number;
+  };
+  "text/html"?: string;
+  "text/markdown"?: string;
+}
+/**
+ * What a loading reply waits for, as its source last said (see `core/loading.py`).
+ */
+export interface LoadingMeta {
+  /**
+   * one short line: "preparing the model (first run, once)", "loading model"
+   */
+  text: string;
+  /**
+   * how far, 0..1 (rounded to 0.001); null: unknown
+   */
+  fraction: number | null;
+}
+/**
+ * One message's key `"m<i>"` in the widget's state: everything but its text.
+ */
+export interface MessageMeta {
+  role: Role;
+  /**
+   * number of the last delta of this message (the view has all once it has 1..seq)
+   */
+  seq: number;
+  status: Status;
+  /**
+   * figures of the finished reply the view shows (ttft_ms, tokens, usage, ...)
+   */
+  stats: {
+    [k: string]: unknown;
+  };
+  /**
+   * `Compare`: the pane (index into the `panes` trait) of an assistant message
+   */
+  pane?: number;
+  /**
+   * a user message's text (an assistant's text is in its delta keys)
+   */
+  text?: string;
+  /**
+   * why a finished reply ended (see `nbstream.core.pieces.FinishReason`); null:
+   * the source's stream ended with no end marker. Absent while it runs.
+   */
+  finish_reason?: FinishReason | null;
+  /**
+   * one-line error for `error` / `timeout` (absent or null: none)
+   */
+  error?: string | null;
+  /**
+   * optional details (traceback) shown on demand (absent or null: none)
+   */
+  detail?: string | null;
+  /**
+   * the message this one follows (null: a first message). Messages with the same
+   * parent are alternatives (an edited question, a regenerated answer); absent in
+   * states saved by older versions, whose messages follow each other in id order
+   */
+  parent?: string | null;
+  /**
+   * while `loading`, where the source reported it: what it waits for and how far.
+   * Sent with the meta, the latest report at most every 0.25 s (`stream.py`)
+   */
+  progress?: LoadingMeta;
+  /**
+   * an assistant's generation options in force (`temperature`,
+   * `max_new_tokens`...; see `nbstream.generation`); absent: none known
+   */
+  options?: {
+    [k: string]: unknown;
+  };
+  /**
+   * its tool calls, in call order (absent: none; see `ToolCallMeta`)
+   */
+  tools?: ToolCallMeta[];
+}
+/**
+ * One tool call of a message, in its meta's `tools` list (index: the call's
+ * number, which its delta runs name). Its arguments and result travel in the
+ * message's deltas (`ToolArgsRun`, `ToolResultRun`).
+ */
+export interface ToolCallMeta {
+  id: string;
+  name: string;
+  state: ToolState;
+  /**
+   * the round of the turn it was asked in (0: the model's first answer)
+   */
+  round: number;
+  /**
+   * it needed a person's approval (the card shows Allow / Deny while it waits)
+   */
+  asks?: boolean;
+  /**
+   * the card offers "Always allow" (not for a tool that runs code)
+   */
+  always?: boolean;
+  /**
+   * one line: why it ended in error / denied / cancelled
+   */
+  error?: string;
+  /**
+   * how long the tool ran, ms (once it ended, if it ran)
+   */
+  ms?: number;
+  /**
+   * characters of the arguments the view did not receive (bounded on the wire)
+   */
+  cut?: number;
+}
+/**
+ * One whole message (`StreamingWidget.conversation`, and the `conversation`
+ * list of notebooks saved by older versions).
+ */
+export interface MessageState {
+  id: string;
+  role: Role;
+  /**
+   * the answer (or the prompt)
+   */
+  text: string;
+  /**
+   * the reasoning, "" if none
+   */
+  reasoning: string;
+  /**
+   * number of the last delta already contained in `text` (0: none)
+   */
+  seq: number;
+  status: Status;
+  /**
+   * one-line error for `error` / `timeout`, else None
+   */
+  error: string | null;
+  /**
+   * optional details (traceback) shown on demand
+   */
+  detail: string | null;
+  /**
+   * figures for the finished reply (ttft_ms, tokens, tokens_per_s, ...)
+   */
+  stats: {
+    [k: string]: unknown;
+  };
+  /**
+   * `Compare`: the pane (index into the `panes` trait) of an assistant message
+   */
+  pane?: number;
+  /**
+   * why a finished reply ended (absent while it runs; None: no end marker)
+   */
+  finish_reason?: FinishReason | null;
+  /**
+   * the message this one follows (None: a first message)
+   */
+  parent?: string | null;
+  /**
+   * while `loading`: what the source waits for (the view's copy of its meta's;
+   * `StreamingWidget.conversation` leaves it out)
+   */
+  progress?: LoadingMeta;
+  /**
+   * the generation options in force (see `MessageMetaExtras`)
+   */
+  options?: {
+    [k: string]: unknown;
+  };
+}
+/**
+ * Older kernels -> view: `text` (and `reasoning`) is appended to message `id`.
+ */
+export interface DeltaMsg {
+  kind: "delta";
+  id: string;
+  seq: number;
+  /**
+   * the answer text it appends
+   */
+  text: string;
+  /**
+   * the reasoning it appends (absent: none)
+   */
+  reasoning?: string;
+}
+/**
+ * View -> kernel: the user sent a prompt.
+ */
+export interface SendMsg {
+  kind: "send";
+  text: string;
+}
+/**
+ * View -> kernel: stop the reply `id`, or `Compare`'s pane `pane`, or (with
+ * neither) whatever runs.
+ */
+export interface StopMsg {
+  kind: "stop";
+  id?: string;
+  pane?: number;
+}
+/**
+ * View -> kernel: ask the last answer's prompt again (a running last answer is stopped;
+ * the old answer stays, as an alternative).
+ */
+export interface RegenerateMsg {
+  kind: "regenerate";
+}
+/**
+ * View -> kernel: stop what runs and forget the conversation.
+ */
+export interface ClearMsg {
+  kind: "clear";
+}
+/**
+ * View -> kernel: ask the model to go on from the reply `id` (cut at the limit).
+ */
+export interface ContinueMsg {
+  kind: "continue";
+  id: string;
+}
+/**
+ * View -> kernel: show the branch through message `id` (one of the alternatives
+ * at its place).
+ */
+export interface SwitchMsg {
+  kind: "switch";
+  id: string;
+}
+/**
+ * View -> kernel: ask `text` in place of the user message `id`: a new
+ * alternative to it, answered (the old one and what followed it stay).
+ */
+export interface EditMsg {
+  kind: "edit";
+  id: string;
+  text: string;
+}
+/**
+ * View -> kernel: the user edited the system prompt (`""`: none); it applies
+ * to the next question (`ChatWidget`).
+ */
+export interface SystemPromptMsg {
+  kind: "system_prompt";
+  text: string;
+}
+/**
+ * View -> kernel: a view was rendered (or its link came back, or it wonders whether
+ * the kernel still hears it); bring it up to date and answer (`WelcomeMsg`).
+ */
+export interface HelloMsg {
+  kind: "hello";
+  /**
+   * the view's own id (random, one per rendered view), which its `ByeMsg` repeats
+   */
+  view?: string;
+}
+/**
+ * View -> kernel: the view `view` was removed from the page (its notebook tab
+ * closed, its output cleared). When the widget's last view says bye and no other says
+ * hello within `VIEW_GONE_GRACE` seconds, its running replies are stopped: nobody
+ * watches them, and a server should not go on generating for nobody.
+ */
+export interface ByeMsg {
+  kind: "bye";
+  view: string;
+}
+/**
+ * Kernel -> view, a custom message: the answer to a `HelloMsg`, sent by the
+ * pump after the state it brought. A view that sent hello and hears nothing back
+ * while the kernel is idle is not connected (the kernel restarted, or a notebook was
+ * reopened with a kernel that never knew this widget).
+ */
+export interface WelcomeMsg {
+  kind: "welcome";
+}
+/**
+ * View -> kernel: a delta of message `id` is missing after `have`.
+ */
+export interface ResyncMsg {
+  kind: "resync";
+  id: string;
+  /**
+   * the number of the last delta the view applied (absent: 0)
+   */
+  have?: number;
+}
+/**
+ * View -> kernel: delta `seq` of `id` was rendered, taking `render_ms`.
+ */
+export interface AckMsg {
+  kind: "ack";
+  id: string;
+  seq: number;
+  /**
+   * the mean DOM time of the view's frames since its last ack (absent: 0)
+   */
+  render_ms?: number;
+}
+/**
+ * View -> kernel: a person's answer to the approval card of call `call` in reply
+ * `id`. The kernel refuses (and logs) one that does not match a call of that reply
+ * waiting for approval (stale, forged, answered already).
+ */
+export interface ToolApprovalMsg {
+  kind: "tool_approval";
+  id: string;
+  call: string;
+  decision: ToolDecision;
+}
+/**
+ * One pane of a `Compare` widget (an entry of the `panes` trait).
+ */
+export interface PaneInfo {
+  label: string;
+}
+/**
+ * Debugging switches of a widget's views (its `debug` trait), each absent as
+ * shipped. Benchmarks set them to measure the previous ways side by side with
+ * the shipped ones (`benchmarks/browser_*.py`); a view reads them when it
+ * renders. A new switch is one more field here (and its use in the view).
+ */
+export interface ViewDebug {
+  /**
+   * `"full"`: re-render an answer's whole Markdown each frame (the naive way),
+   * instead of only its open block (`"incremental"`)
+   */
+  markdown?: "full" | "incremental";
+  /**
+   * `"every-frame"`: acknowledge every frame that rendered deltas (the previous
+   * way) instead of sparse rounds (`"sparse"`, js/src/frame.ts)
+   */
+  acks?: "every-frame" | "sparse";
+  /**
+   * the least time between two rounds of acks, ms (an experiment; the shipped gap
+   * is js/src/frame.ts ACK_GAP_MS)
+   */
+  ack_gap_ms?: number;
+  /**
+   * `"at-once"`: let a Markdown block skip layout in the frame it was first laid
+   * out (the previous way), instead of in batches (`"batched"`, js/src/sized.ts)
+   */
+  sized?: "at-once" | "batched";
+}
+/**
+ * The synced traits a view reads (any of them may be absent), besides the
+ * per-message keys `m<i>` and `m<i>.<s>`.
+ */
+export interface ViewTraits {
+  /**
+   * older kernels' whole conversation (`STATE_TRAIT`)
+   */
+  conversation: MessageState[];
+  /**
+   * `LAST_ID_KEY`
+   */
+  last_id: number;
+  /**
+   * `LIVE_KEY`
+   */
+  live: {
+    [k: string]: number;
+  };
+  /**
+   * `REMOVED_KEY`
+   */
+  removed: number;
+  /**
+   * `CURRENT_KEY`
+   */
+  current: string | null;
+  /**
+   * one of `Mode`; a view lays an unknown one out as a chat
+   */
+  mode: string;
+  title: string;
+  placeholder: string;
+  source_label: string;
+  panes: PaneInfo[];
+  /**
+   * the system prompt (null: none)
+   */
+  system_prompt: string | null;
+  /**
+   * debugging switches (`ViewDebug`); `{}` as shipped
+   */
+  debug: ViewDebug;
+  /**
+   * the widget's own model id (its comm's id): a view finds its jupyter-widgets model
+   * with it, to read whether the model is connected (js/src/connection.ts)
+   */
+  _model_ref: string;
+}
+
+/** Statuses after which a message never changes again. */
+export const FINAL_STATUSES = ["done", "error", "stopped", "timeout"] as const;
+/**
+ * Every part type, in the order a view shows a message's parts (a new type is added
+ * to `PartType` and here). The tool loop's parts (#20) show in the order they
+ * came, between reasoning and answer.
+ */
+export const PART_TYPES = ["reasoning", "answer", "tool", "tool_result", "round"] as const;
+/** older kernels' trait that held the whole conversation (a list of `MessageState`) */
+export const STATE_TRAIT = "conversation";
+/** the keys of the widget's state that are not per message */
+export const LAST_ID_KEY = "last_id";
+/** the last message of the branch shown (absent in older states: every message shows) */
+export const CURRENT_KEY = "current";
+export const LIVE_KEY = "live";
+export const REMOVED_KEY = "removed";
+/** bounds on what a view message may carry (a message beyond one is refused) */
+export const MAX_VIEW_TEXT = 1000000;
+export const MAX_VIEW_ID = 256;
+export const MAX_SEQ = 9007199254740992;
+export const MAX_RENDER_MS = 3600000.0;
+/** every state of a tool call (a view shows one it does not know as `cancelled`) */
+export const TOOL_STATES = [
+  "streaming",
+  "ready",
+  "awaiting_approval",
+  "running",
+  "done",
+  "error",
+  "denied",
+  "cancelled",
+] as const;
+/** the states a tool call never leaves */
+export const FINAL_TOOL_STATES = ["cancelled", "denied", "done", "error"] as const;

@@ -1,0 +1,89 @@
+// The kernel goes away mid-answer: restarted, shut down, or (reopen) the notebook is
+// saved with widget state mid-stream and opened again on a fresh kernel that never
+// knew the widget. The view must stop saying "streaming" (at once where the front
+// end says so), keep the text it showed, say plainly that it is not connected and
+// what to do, offer nothing that asks the kernel, and show no error dialog.
+// params: { notebook, how: "restart" | "shutdown" | "reopen", min_chars = 200, notebook7 }
+// Screenshots: <artifact>-gone.png
+import { saveNotebook, waitForAssistants } from './record.mjs';
+import { openNotebook, runCell, runFirstCellInNotebook7, scenario, TOKEN, URL_BASE } from './lab.mjs';
+
+async function api(method, path) {
+  const res = await fetch(`${URL_BASE}${path}`, { method, headers: { Authorization: `token ${TOKEN}` } });
+  if (!res.ok && res.status !== 404) throw new Error(`${method} ${path}: ${res.status}`);
+  return res.status === 204 ? null : res.json().catch(() => null);
+}
+
+/** What the page shows of the first chat and its first answer. */
+async function shown(page) {
+  return page.evaluate(() => {
+    const root = document.querySelector('.nbs-chat');
+    const m = root?.querySelector('.nbs-message[data-role="assistant"]');
+    const offline = root?.querySelector('.nbs-offline');
+    return {
+      connection: root?.dataset.connection ?? null,
+      status: m?.dataset.status ?? null,
+      label: m?.querySelector('.nbs-status')?.textContent ?? null,
+      cut_off: m?.classList.contains('nbs-disconnected') ?? false,
+      busy: m?.getAttribute('aria-busy') === 'true',
+      waiting: Boolean(m?.querySelector('.nbs-waiting')),
+      chars: m?.querySelector('.nbs-text')?.textContent.length ?? 0,
+      offline: offline && !offline.hidden ? offline.textContent : null,
+      input_disabled: root?.querySelector('textarea.nbs-input')?.disabled ?? null,
+      send_disabled: root?.querySelector('.nbs-send')?.disabled ?? null,
+      stop_disabled: root?.querySelector('.nbs-stop')?.disabled ?? null,
+      copy_all_disabled: root?.querySelector('.nbs-copy-all')?.disabled ?? null,
+      dialogs: document.querySelectorAll('.jp-Dialog').length,
+    };
+  });
+}
+
+await scenario(async ({ page, params, screenshot, log }) => {
+  const how = params.how;
+  const minChars = params.min_chars ?? 200;
+  if (params.notebook7) {
+    await runFirstCellInNotebook7(page, params.notebook, page.locator('.nbs-chat').first());
+  } else {
+    await openNotebook(page, params.notebook);
+    await runCell(page, 0);
+  }
+  await waitForAssistants(page, { index: 0, n: 1 });
+  await page.waitForFunction(
+    (n) => (document.querySelector('.nbs-message[data-role="assistant"] .nbs-text')?.textContent.length ?? 0) >= n,
+    minChars,
+    { timeout: 60_000, polling: 100 },
+  );
+  const live = await shown(page);
+  let before = live.chars;
+  const t0 = Date.now();
+  // through the server's REST API, as another tab or `jupyter` would (any front end)
+  const kernelId = ((await api('GET', 'api/sessions')) ?? []).find((x) => x.path === params.notebook)?.kernel?.id;
+  if (!kernelId) throw new Error('no kernel for the notebook');
+  if (how === 'restart') {
+    await api('POST', `api/kernels/${kernelId}/restart`);
+  } else if (how === 'shutdown') {
+    await api('DELETE', `api/kernels/${kernelId}`);
+  } else if (how === 'reopen') {
+    before = (await shown(page)).chars; // (the saved state holds at least this)
+    await saveNotebook(page); // mid-stream, with widget state (the test turned saveState on)
+    for (const s of (await api('GET', 'api/sessions')) ?? []) await api('DELETE', `api/sessions/${s.id}`);
+    for (const k of (await api('GET', 'api/kernels')) ?? []) await api('DELETE', `api/kernels/${k.id}`);
+    await openNotebook(page, params.notebook);
+    await page.waitForSelector('.nbs-chat .nbs-message[data-role="assistant"]', { timeout: 30_000 });
+  } else {
+    throw new Error(`unknown how: ${how}`);
+  }
+  await page.waitForFunction(() => document.querySelector('.nbs-chat')?.dataset.connection === 'lost', null, {
+    timeout: 30_000,
+    polling: 50,
+  });
+  const lostAfterMs = Date.now() - t0;
+  const gone = await shown(page);
+  // nothing changes afterwards: no late text, no status change
+  await page.waitForTimeout(1500); // (an absence can only be watched for a while)
+  const later = await shown(page);
+  await page.locator('.nbs-chat').first().scrollIntoViewIfNeeded();
+  await screenshot('gone');
+  log(`lost ${lostAfterMs} ms after ${how}`);
+  return { live, chars_before: before, lost_after_ms: lostAfterMs, gone, later };
+});

@@ -1,0 +1,103 @@
+"""A widget whose last view left the page stops what it runs (#22 item 4: closing the tab).
+
+Views say hello (with their own id) when rendered and bye when removed from the page
+(widgets/presence.py). The last bye starts a grace period; another hello
+within it keeps everything running, as after a re-rendered output. A page that
+reloads or whose messages are lost says nothing: nothing is stopped for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator, Sequence
+
+import pytest
+from _wait import wait_until
+from _wire import send_from_view
+
+from nbstream import ChatWidget
+from nbstream.core.pieces import ChatMessage
+from nbstream.sources import IteratorSource
+from nbstream.widgets import presence
+
+
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(presence, "VIEW_GONE_GRACE", 0.3)
+
+
+def endless() -> tuple[ChatWidget, threading.Event]:
+    gate = threading.Event()
+
+    def gen(_: Sequence[ChatMessage]) -> Iterator[str]:
+        yield "first "
+        gate.wait(60)  # released at the end of the test
+        yield "never shown"
+
+    return ChatWidget(IteratorSource(gen)), gate
+
+
+def view(w: ChatWidget, kind: str, view_id: str) -> None:
+    send_from_view(w, {"kind": kind, "view": view_id})
+
+
+def test_the_last_view_gone_stops_the_running_reply() -> None:
+    w, gate = endless()
+    try:
+        view(w, "hello", "a")
+        view(w, "hello", "b")
+        r = w.send("go")
+        wait_until(lambda: r.text == "first ", 30, "the first piece")
+        view(w, "bye", "a")  # another view remains
+        view(w, "bye", "a")  # (a repeated bye changes nothing)
+        with pytest.raises(TimeoutError):  # an absence: watched for three times the grace
+            r.wait(0.9)
+        view(w, "bye", "b")  # the last one
+        wait_until(lambda: r.done, 30, "the stop")
+        assert r.status == "stopped" and r.text == "first "
+    finally:
+        gate.set()
+        w.close()
+
+
+def test_a_view_back_within_the_grace_keeps_the_reply() -> None:
+    w, gate = endless()
+    try:
+        view(w, "hello", "a")
+        r = w.send("go")
+        wait_until(lambda: r.text == "first ", 30, "the first piece")
+        view(w, "bye", "a")
+        view(w, "hello", "c")  # the output re-rendered
+        # an absence can only be watched for a while: three times the grace
+        with pytest.raises(TimeoutError):
+            r.wait(0.9)
+        assert r.status == "running"
+    finally:
+        gate.set()
+        w.close()
+
+
+def test_no_bye_no_stop_and_a_view_less_widget_runs() -> None:
+    w, gate = endless()
+    try:
+        r = w.send("go")  # headless: no view ever said hello
+        wait_until(lambda: r.text == "first ", 30, "the first piece")
+        view(w, "bye", "x")  # a bye from a view never seen is no news
+        with pytest.raises(TimeoutError):
+            r.wait(0.9)
+        assert r.status == "running"
+    finally:
+        gate.set()
+        w.close()
+
+
+def test_bad_view_ids_are_ignored() -> None:
+    w, gate = endless()
+    try:
+        for bad in ({"kind": "bye"}, {"kind": "bye", "view": 3}, {"kind": "bye", "view": ""},
+                    {"kind": "hello", "view": "x" * 1000}):
+            send_from_view(w, bad)
+        assert w._ignored.count == 4
+    finally:
+        gate.set()
+        w.close()
