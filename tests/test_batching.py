@@ -26,6 +26,8 @@ from nbstream.sources.transformers.batching import BatchError
 
 torch = pytest.importorskip("torch")
 
+pytestmark = pytest.mark.transformers
+
 
 def ask(i: int) -> list[ChatMessage]:
     return [{"role": "user", "content": f"Question number {i}: hello there"}]
