@@ -1,11 +1,14 @@
 """Browser benchmark: a long Markdown answer streamed into a real JupyterLab page.
 
-A ScriptedSource types ~20,000 pieces (words) of Markdown with headings,
-lists, tables and code blocks at 2,000 pieces/s into a ChatWidget in
+A ScriptedSource types 20,000 pieces of model-shaped Markdown (the corpus,
+``benchmarks/corpus``: headings, lists, tables, code blocks, math, CJK, emoji;
+tokenizer-sized pieces, ``_corpus.py``) at 2,000 pieces/s into a ChatWidget in
 JupyterLab, in headless Chromium; the page records long tasks, frames, every
 DOM update of the widget and the token-to-pixel lag (tests/browser/markdown_bench.mjs).
 The same text then goes through the naive way, a full re-render of the whole
-answer per frame, for comparison. Prints a table of medians; not a timed test.
+answer per frame (``full``), and, with ``--modes incremental,per-view``,
+through the previous frame loop (a loop per view, the widget's ``debug`` trait
+``{"frames": "per-view"}``) for comparison. Prints a table of medians; not a timed test.
 
     .venv/bin/python benchmarks/browser_markdown.py                 # 20,000 pieces at 2,000/s
     .venv/bin/python benchmarks/browser_markdown.py --pieces 5000 --repeat 3 --json out.json
@@ -16,7 +19,6 @@ Needs what the browser tests need: node, tests/browser/node_modules, /usr/bin/ch
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import os
 import statistics
@@ -28,53 +30,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 BROWSER_DIR = REPO / "tests" / "browser"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def bench_markdown(pieces: int, seed: int = 7) -> str:
-    """A Markdown answer of exactly ``pieces`` word-pieces (as ScriptedSource splits it).
-
-    At high rates the source may emit a few words at once when it wakes up late,
-    so the stream may count slightly fewer pieces than this.
-    """
-    import random
-    import re
-
-    rng = random.Random(seed)
-    words = [
-        "the", "model", "streams", "tokens", "into", "a", "notebook", "while", "the",
-        "kernel", "stays", "free", "and", "the", "view", "renders", "once", "per", "frame",
-        "so", "that", "long", "answers", "never", "freeze", "the", "page",
-    ]  # fmt: skip
-
-    def para(n: int) -> str:
-        return " ".join(rng.choice(words) for _ in range(n))
-
-    blocks: list[str] = []
-    count = 0
-    section = 0
-    while count < pieces:
-        section += 1
-        code = "\n".join(
-            f"def step_{section}_{i}(x, y={i}):\n    return x * y + {i}  # {para(3)}"
-            for i in range(5)
-        )
-        table = "| name | value | note |\n|:-----|------:|------|\n" + "\n".join(
-            f"| {rng.choice(words)} | {rng.randint(1, 999)} | {para(2)} |" for _ in range(4)
-        )
-        parts = [
-            f"## Section {section}: {para(3)}",
-            f"{para(40)} with `inline code`, **bold {para(2)}** and a [link](https://example.com/{section}).",
-            "\n".join(f"- {para(6)}" + (f"\n  - {para(4)}" if i == 1 else "") for i in range(4)),
-            f"```python\n{code}\n```",
-            table,
-            f"> {para(20)}",
-            f"{para(30)}.",
-        ]
-        block = "\n\n".join(parts) + "\n\n"
-        blocks.append(block)
-        count += len(re.findall(r"\s*\S+|\s+", block))
-    text = "".join(blocks)
-    return "".join(re.findall(r"\s*\S+|\s+", text)[:pieces])
+from _corpus import kernel_source  # noqa: E402
 
 
 def interval_arg(interval: float | None) -> str:
@@ -89,9 +47,9 @@ def debug_line(name: str, debug: dict[str, Any] | None) -> str:
 
 
 def mode_debug(mode: str, ack_gap_ms: float | None = None) -> dict[str, Any]:
-    """The ``debug`` switches of a run in ``mode`` ("incremental" as shipped, "full": the
-    whole answer re-rendered each frame), with another least gap between ack rounds."""
-    debug: dict[str, Any] = {"markdown": "full"} if mode == "full" else {}
+    """The ``debug`` switches of a run in ``mode`` (:data:`MODES`), with another least
+    gap between ack rounds."""
+    debug: dict[str, Any] = dict(MODES[mode])
     if ack_gap_ms is not None:
         debug["ack_gap_ms"] = ack_gap_ms
     return debug
@@ -102,13 +60,16 @@ def notebook_cells(
     debug: dict[str, Any] | None = None,
 ) -> list[str]:
     """Cell 0: the widget (with ``debug`` switches); cell 1: write the last reply's
-    timeline (wall clock) to ``timeline``."""
-    source = inspect.getsource(bench_markdown)
+    timeline (wall clock) to ``timeline``.
+
+    The timeline counts characters as the page does (UTF-16 code units: an
+    emoji is 2), so that a piece is matched with the DOM update that showed it.
+    """
     widget = (
-        f"{source}\n"
-        "from nbstream import ChatWidget\n"
+        kernel_source()
+        + "from nbstream import ChatWidget\n"
         "from nbstream.sources import ScriptedSource\n"
-        f"TEXT = bench_markdown({pieces})\n"
+        f"TEXT = corpus_pieces({pieces})\n"
         f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}){interval_arg(interval)})\n"
         f"{debug_line('chat', debug)}"
         "chat"
@@ -119,13 +80,22 @@ def notebook_cells(
         "_start, _pieces, _flushes = _r._stream.timeline()\n"
         "_off = time.time() - time.monotonic()\n"
         "_t0 = (_pieces[0][0] + _off) * 1000 if _pieces else 0.0\n"
+        "_full = ''.join(TEXT)\n"
+        "def _units(counts):\n"
+        "    # code points -> UTF-16 code units, walking the text in order\n"
+        "    pos, out = 0, []\n"
+        "    for n in counts:\n"
+        "        out.append(len(_full[pos:pos + n].encode('utf-16-le')) // 2)\n"
+        "        pos += n\n"
+        "    return out\n"
+        "_fl = list(_flushes)\n"
         f"with open({timeline!r}, 'w') as f:\n"
         "    json.dump({'t0_ms': _t0,\n"
         "               'offsets_ms': [round((t + _off) * 1000 - _t0, 2) for t, _ in _pieces],\n"
-        "               'chars': [n for _, n in _pieces], 'stats': _r.stats,\n"
+        "               'chars': _units([n for _, n in _pieces]), 'stats': _r.stats,\n"
         "               'flushes': [(f.seq, round((f.first_piece_at + _off) * 1000 - _t0, 2),\n"
-        "                            round((f.sent_at + _off) * 1000 - _t0, 2), f.chars)\n"
-        "                           for f in _flushes],\n"
+        "                            round((f.sent_at + _off) * 1000 - _t0, 2), u)\n"
+        "                           for f, u in zip(_fl, _units([f.chars for f in _fl]))],\n"
         "               'status': _r.status}, f)\n"
         "print('timeline written')"
     )
@@ -189,6 +159,15 @@ def run_mode(
         lab.shutdown_kernels()
 
 
+#: mode -> the widget's debug switches (ViewDebug in nbstream/widgets/protocol.py): the
+#: widget as shipped, a full re-render of the whole answer per frame (the naive way), and
+#: the previous frame loop (each view its own animation frames, no page budget)
+MODES: dict[str, dict[str, str]] = {
+    "incremental": {},
+    "full": {"markdown": "full"},
+    "per-view": {"frames": "per-view"},
+}
+
 #: (column title, path into a result, format)
 COLUMNS: list[tuple[str, tuple[str, ...], str]] = [
     ("long tasks", ("long_tasks", "count"), "{:.0f}"),
@@ -246,9 +225,9 @@ def table(results: dict[str, list[dict[str, Any]]],
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--pieces", type=int, default=20_000, help="pieces (words) of Markdown")
+    ap.add_argument("--pieces", type=int, default=20_000, help="pieces of Markdown (the corpus)")
     ap.add_argument("--rate", type=float, default=2_000.0, help="pieces per second")
-    ap.add_argument("--modes", default="incremental,full", help="incremental, full")
+    ap.add_argument("--modes", default="incremental,full", help=", ".join(MODES))
     ap.add_argument("--repeat", type=int, default=1, help="runs per mode (medians reported)")
     ap.add_argument("--json", type=Path, help="also write every run's figures here")
     ap.add_argument("--interval", type=float, default=None,
@@ -261,6 +240,9 @@ def main(argv: list[str] | None = None) -> int:
     from conftest import start_jupyterlab
 
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    for m in modes:
+        if m not in MODES:
+            ap.error(f"--modes: unknown mode {m!r} (known: {', '.join(MODES)})")
     results: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
     loads: list[float] = []
     with tempfile.TemporaryDirectory(prefix="nbs-bench-") as tmp:

@@ -1,8 +1,8 @@
 """Browser benchmark: is the page responsive while a long answer streams?
 
 In real JupyterLab and Notebook 7 (headless Chromium), a ChatWidget on a
-ScriptedSource streams a long Markdown answer (the 20,000-word answer of
-``browser_markdown.py``, at 2,000 pieces/s) while a probe cell
+ScriptedSource streams a long model-shaped Markdown answer (20,000 pieces of
+the corpus, ``benchmarks/corpus``, at 2,000 pieces/s) while a probe cell
 (``print("probe-ok")``) is run from the keyboard again and again; before the
 stream, the same probe is timed on the idle page. For each run it records
 (tests/browser/responsiveness.mjs):
@@ -24,6 +24,8 @@ notebook's cell): ``full`` re-renders the whole
 answer each frame, ``every-frame-acks`` acks every frame, ``sized-at-once``
 lets a block skip layout in the frame it was first laid out (the previous
 way: a second style and layout pass in nearly every frame, see js/src/sized.ts);
+``per-view`` gives the view its own animation-frame loop instead of the page's
+one loop with its budget (the previous way, js/src/scheduler.ts);
 ``fixed-list`` is an experiment, a style sheet that makes the message list a
 relayout boundary (a fixed height, ``contain: strict``). Runs are
 interleaved (for each repetition, every front end and variant in turn).
@@ -55,7 +57,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from browser_markdown import bench_markdown, debug_line, run_node  # noqa: E402
+from _corpus import kernel_source  # noqa: E402
+from browser_markdown import debug_line, run_node  # noqa: E402
 
 #: variant -> the widget's debug switches (its views read them when they render),
 #: and an extra style sheet for experiments
@@ -64,6 +67,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "full": {"debug": {"markdown": "full"}},
     "every-frame-acks": {"debug": {"acks": "every-frame"}},
     "sized-at-once": {"debug": {"sized": "at-once"}},
+    "per-view": {"debug": {"frames": "per-view"}},
     # experiment: the message list as a relayout boundary (a fixed height and
     # `contain: strict`), so that a streaming frame lays out the list, not the page
     "fixed-list": {"debug": {}, "css": ".nbs-messages { height: 420px; contain: strict; }"},
@@ -75,13 +79,11 @@ FRONTENDS = ("lab", "notebook7")
 def notebook_cells(pieces: int, rate: float, debug: dict[str, Any] | None = None) -> list[str]:
     """Cell 0: the widget (with ``debug`` switches); cell 1: the probe; cell 2: a place
     for Shift+Enter to land."""
-    import inspect
-
     widget = (
-        f"{inspect.getsource(bench_markdown)}\n"
-        "from nbstream import ChatWidget\n"
+        kernel_source()
+        + "from nbstream import ChatWidget\n"
         "from nbstream.sources import ScriptedSource\n"
-        f"TEXT = bench_markdown({pieces})\n"
+        f"TEXT = corpus_pieces({pieces})\n"
         f"chat = ChatWidget(ScriptedSource(TEXT, rate={rate}))\n"
         f"{debug_line('chat', debug)}"
         "chat"
@@ -264,7 +266,7 @@ def write_json(path: Path, results: dict[tuple[str, str], list[dict[str, Any]]])
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--pieces", type=int, default=20_000, help="pieces (words) of Markdown")
+    ap.add_argument("--pieces", type=int, default=20_000, help="pieces of Markdown (the corpus)")
     ap.add_argument("--rate", type=float, default=2_000.0, help="pieces per second")
     ap.add_argument("--frontends", default=",".join(FRONTENDS), help="lab, notebook7")
     ap.add_argument("--variants", default="shipped", help=", ".join(VARIANTS))

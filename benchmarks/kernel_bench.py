@@ -8,6 +8,11 @@ a trivial cell run meanwhile was answered, each naive way against nbstream,
 and nbstream against its targets. See README.md in this folder for what each
 column means.
 
+It measures the kernel and the wire alone (no browser renders anything), so
+its text is numbered plain words (" w0 w1 w2 …": the client tells from them
+which pieces each message carried), not the model-shaped corpus that the
+browser benchmarks stream (``benchmarks/corpus``).
+
     .venv/bin/python benchmarks/kernel_bench.py            # default, ~4.5 minutes on 2 cores
     .venv/bin/python benchmarks/kernel_bench.py --quick    # ~2 minutes, 0.5 s streams
     .venv/bin/python benchmarks/kernel_bench.py --full     # 3 repetitions, 3 s streams

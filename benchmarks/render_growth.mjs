@@ -1,5 +1,5 @@
 // Renderer work per frame as an answer grows: 1k, 10k and 100k tokens of
-// Markdown, incremental (MarkdownSink, as shipped) against the naive full
+// model-shaped Markdown (the corpus, benchmarks/corpus), incremental (MarkdownSink, as shipped) against the naive full
 // re-render (FullSink), in one run. Node + jsdom (no browser, no layout or
 // paint: the parse, sanitize and DOM-building work the view does per frame).
 // For each size the answer is appended up to that size, then FRAMES frames
@@ -47,21 +47,11 @@ for (const k of ['Node', 'Element', 'HTMLElement', 'DocumentFragment', 'NodeFilt
   globalThis[k] = dom.window[k];
 }
 const { MarkdownSink, FullSink } = await import(pathToFileURL(out).href);
+const { corpusPieces } = await import(pathToFileURL(path.join(here, '..', 'tests', 'browser', 'corpus.mjs')).href);
 
-/** Markdown tokens (words and the whitespace before them), like the browser benchmark's text. */
+/** n + the frames' pieces of the corpus (benchmarks/corpus): model-shaped Markdown, as the browser benchmarks stream it. */
 function tokens(n) {
-  const words = 'the model streams tokens into a notebook while the kernel stays free and the view renders once per frame'.split(' ');
-  let seed = 7;
-  const rnd = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
-  const para = (k) => Array.from({ length: k }, () => words[Math.floor(rnd() * words.length)]).join(' ');
-  let text = '';
-  for (let s = 1; text.split(/\s+/).length < n + 50; s++) {
-    const code = Array.from({ length: 5 }, (_, i) => `def step_${s}_${i}(x, y=${i}):\n    return x * y + ${i}  # ${para(3)}`).join('\n');
-    const table = `| name | value | note |\n|:-----|------:|------|\n${Array.from({ length: 4 }, () => `| ${para(1)} | ${Math.floor(rnd() * 999)} | ${para(2)} |`).join('\n')}`;
-    text += [`## Section ${s}: ${para(3)}`, `${para(40)} with \`inline code\`, **bold ${para(2)}** and a [link](https://example.com/${s}).`,
-      Array.from({ length: 4 }, () => `- ${para(6)}`).join('\n'), `\`\`\`python\n${code}\n\`\`\``, table, `> ${para(20)}`, `${para(30)}.`].join('\n\n') + '\n\n';
-  }
-  return text.match(/\s*\S+|\s+/g).slice(0, n + PER_FRAME * frames);
+  return corpusPieces(n + PER_FRAME * frames);
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];

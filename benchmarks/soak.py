@@ -12,7 +12,7 @@ cleared after each batch. At each batch's end, after a garbage collection:
   pump's channels;
 * the page (tests/browser/soak.mjs, told by the widget's title) forces a garbage
   collection and reads Chromium's ``Performance.getMetrics``: JS heap used, DOM
-  nodes (the page's, and the widget's own), event listeners.
+  nodes and event listeners (the page's, and the widget's own).
 
 Printed: each figure per batch, and its slope after the warm-up (a least-squares
 line over the batches after the first ``--warmup``), per 1,000 replies: what
@@ -66,8 +66,9 @@ $$\\sum_{k=1}^{n} k^2 = \\frac{n(n+1)(2n+1)}{6}.$$
 
 #: kernel figures recorded per batch (printed in this order)
 KERNEL = ("rss_mb", "threads", "objects", "streams_alive", "channels")
-#: page figures recorded per batch (nodes: the whole page's; chat_nodes: the widget's)
-PAGE = ("js_heap_mb", "nodes", "chat_nodes", "listeners")
+#: page figures recorded per batch (nodes, listeners: the whole page's, JupyterLab's
+#: included; chat_nodes, chat_listeners: the widget's element and what is under it)
+PAGE = ("js_heap_mb", "nodes", "chat_nodes", "listeners", "chat_listeners")
 
 
 def soak_cell(batches: int, per_batch: int, pause: float = 2.0) -> str:

@@ -19,6 +19,12 @@ Printed: the bytes of turn k for k in ``--at`` (default 1, 10, 50, 100, 200),
 the total over all turns, and one reply's bytes against its text (target:
 turn 200 within 10% of turn 1; one reply <= 1.2x its text + 150 B per comm message).
 
+``--attach-at K`` (issue 21) asks turn K with an image attached (a 1600 x 1200
+photo-like image): its preview travels as a binary buffer in that turn, once;
+the bytes counted are the messages' content and their buffers. Printed: the
+buffer bytes of each turn that had any, and the turns after K against the ones
+before (target: no buffer after turn K, the same bytes per turn).
+
     .venv/bin/python benchmarks/turn_bytes.py [--turns 200] [--chars 2000] [--json out.json]
 """
 
@@ -47,6 +53,11 @@ from nbstream.sources import ScriptedSource
 REPLY = ''.join(f'w{{i}} ' for i in range(100000))[:{chars}]
 chat = ChatWidget(ScriptedSource(REPLY, rate={rate}))
 """
+# an image worth attaching: 1600 x 1200, photo-like (noise), so its preview is a JPEG
+IMAGE = """
+from PIL import Image
+IMG = Image.effect_noise((1600, 1200), 60).convert("RGB")
+"""
 # --tools (#20): each turn is a tool call, its result, and the reply: the parts of the
 # tool loop travel under the message's own keys too, so a turn still costs what turn 1 did
 SETUP_TOOLS = """
@@ -65,12 +76,14 @@ chat = ChatWidget(ScriptedSource(rounds=[[call('lookup', q='the weather')], REPL
 """
 # the reply ends in r.wait(); the pump sends the final state in the same step, so a
 # short sleep in the cell lets the last message of the turn leave before "idle"
-TURN = "r = chat.send('question {k}'); r.wait(); import time; time.sleep(0.05)"
+TURN = "r = chat.send('question {k}'{extra}); r.wait(); import time; time.sleep(0.05)"
 
 
-def _turn_bytes(kc: BlockingKernelClient, comm_id: str, k: int) -> tuple[int, int]:
-    """Run turn ``k``; (bytes, messages) of the widget's comm messages it caused."""
-    msg_id = kc.execute(TURN.format(k=k))
+def _turn_bytes(kc: BlockingKernelClient, comm_id: str, k: int, attach: bool = False,
+                buffers: list[int] | None = None) -> tuple[int, int]:
+    """Run turn ``k``; (bytes, messages) of the widget's comm messages it caused (their
+    content and their binary buffers); the buffers' bytes are added to ``buffers``."""
+    msg_id = kc.execute(TURN.format(k=k, extra=", attachments=[IMG]" if attach else ""))
     total = count = 0
     while True:
         try:
@@ -78,32 +91,48 @@ def _turn_bytes(kc: BlockingKernelClient, comm_id: str, k: int) -> tuple[int, in
         except queue.Empty as exc:
             raise RuntimeError(f"turn {k}: no idle status") from exc
         if msg["msg_type"] == "comm_msg" and msg["content"]["comm_id"] == comm_id:
-            total += len(json.dumps(msg["content"], ensure_ascii=False).encode())
+            binary = sum(len(b) for b in msg.get("buffers") or ())
+            total += len(json.dumps(msg["content"], ensure_ascii=False).encode()) + binary
             count += 1
+            if buffers is not None:
+                buffers.append(binary)
         elif (msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle"
               and msg["parent_header"].get("msg_id") == msg_id):
             return total, count
 
 
 def measure(pythonpath: str, turns: int, chars: int, rate: float,
-            progress: Any = None, tools: bool = False) -> dict[str, Any]:
+            progress: Any = None, attach_at: int = 0, tools: bool = False) -> dict[str, Any]:
     """Turn bytes of ``turns`` turns in a fresh kernel importing nbstream from ``pythonpath``
-    (``tools``: each turn calls a tool first, see SETUP_TOOLS)."""
+    (turn ``attach_at`` with an image attached, 0: none; ``tools``: each turn calls a tool
+    first, see SETUP_TOOLS)."""
     env = {**os.environ, "PYTHONPATH": pythonpath, "HF_HUB_OFFLINE": "1"}
     km: KernelManager
     km, kc = start_new_kernel(kernel_name="python3", env=env)
     try:
         shell(kc, (SETUP_TOOLS if tools else SETUP).format(chars=chars, rate=rate))
+        if attach_at:
+            shell(kc, IMAGE)
         comm_id = value(kc, "chat.model_id")
         origin = value(kc, "__import__('nbstream').__file__")
         text_len = value(kc, "len(REPLY)")
         per_turn: list[tuple[int, int]] = []
+        binary: list[int] = []  # buffer bytes per turn
         for k in range(1, turns + 1):
-            per_turn.append(_turn_bytes(kc, comm_id, k))
+            got: list[int] = []
+            per_turn.append(_turn_bytes(kc, comm_id, k, attach=k == attach_at, buffers=got))
+            binary.append(sum(got))
             if progress and (k in (1, 10) or k % 50 == 0):
                 progress(f"  turn {k}: {per_turn[-1][0]:,} B in {per_turn[-1][1]} messages")
         texts_ok = value(kc, "all(r.text == REPLY for r in chat.replies)")
-        return {"origin": origin, "text_chars": text_len, "turns": per_turn, "texts_ok": texts_ok}
+        out = {"origin": origin, "text_chars": text_len, "turns": per_turn, "texts_ok": texts_ok,
+               "buffer_bytes": binary}
+        if attach_at:
+            mid = f"m{2 * attach_at - 1}"
+            out["preview_bytes"] = value(kc, f"len(chat.get_state()['{mid}.a1'])")
+            index = 2 * attach_at - 2
+            out["image_bytes"] = value(kc, f"chat.messages[{index}]['attachments'][0].size")
+        return out
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
@@ -158,6 +187,26 @@ def verdict(after: dict[str, Any], before: dict[str, Any] | None) -> str:
     return "\n".join(lines)
 
 
+def attachment_verdict(after: dict[str, Any], at: int) -> str:
+    """What the turn with an image cost, and whether anything of it came again."""
+    binary = after["buffer_bytes"]
+    sizes = [b for b, _ in after["turns"]]
+    later = [b for k, b in enumerate(binary, start=1) if k != at and b]
+    before = [s for k, s in enumerate(sizes, start=1) if k < at] or sizes[:1]
+    rest = [s for k, s in enumerate(sizes, start=1) if k > at]
+    lines = [
+        f"turn {at} (an image of {after['image_bytes']:,} B attached): {sizes[at - 1]:,} B, of "
+        f"which {binary[at - 1]:,} B of buffers (its preview: {after['preview_bytes']:,} B, "
+        "sent once as a binary buffer; the image itself stays in the kernel)",
+        f"buffer bytes in the other {len(sizes) - 1} turns: {sum(later):,} "
+        f"({'none: sent once' if not later else 'SENT AGAIN'})",
+    ]
+    if rest:
+        ratio = (sum(rest) / len(rest)) / (sum(before) / len(before))
+        lines.append(f"turns after {at} / turns before: {ratio:.3f}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=200)
@@ -168,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before-ref", default=BEFORE_REF,
                     help="git ref of the previous way ('' to skip it)")
     ap.add_argument("--json", type=Path, help="write every turn's figures here")
+    ap.add_argument("--attach-at", type=int, default=0,
+                    help="ask this turn with an image attached (0: none)")
     ap.add_argument("--tools", action="store_true",
                     help="each turn calls a tool first (this tree only: --before-ref '')")
     args = ap.parse_args(argv)
@@ -183,13 +234,16 @@ def main(argv: list[str] | None = None) -> int:
             before = measure(str(before_tree(args.before_ref, Path(tmp))), args.turns,
                              args.chars, args.rate, progress)
     progress(f"after (this tree): {args.turns} turns")
-    after = measure(str(ROOT), args.turns, args.chars, args.rate, progress, tools=args.tools)
+    after = measure(str(ROOT), args.turns, args.chars, args.rate, progress,
+                    attach_at=args.attach_at, tools=args.tools)
     print(f"Turn bytes: a chat of {args.turns} turns, each a {after['text_chars']:,}-char "
           f"reply (ScriptedSource, {args.rate:g} words/s), bytes of the widget's comm "
           "messages on IOPub per turn\n")
     print(table(before, after, at))
     print()
     print(verdict(after, before))
+    if args.attach_at:
+        print(attachment_verdict(after, args.attach_at))
     if args.json:
         args.json.write_text(json.dumps({"before": before, "after": after}, indent=1))
     return 0

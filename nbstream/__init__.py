@@ -12,6 +12,8 @@ animation frame, so neither the kernel nor the page freezes.
 """
 
 from ._version import __version__
+from .attachments import attach
+from .core.attachment import Attachment, AttachmentError, AttachmentLimits
 from .core.stream import Limits
 from .doctor import doctor
 from .logs import set_debug
@@ -24,6 +26,9 @@ from .widgets.reply import Reply, ReplyError, ReplyTimeout
 from .widgets.streamview import StreamView, stream
 
 __all__ = [
+    "Attachment",
+    "AttachmentError",
+    "AttachmentLimits",
     "ChatWidget",
     "Compare",
     "Limits",
@@ -35,6 +40,7 @@ __all__ = [
     "Tool",
     "ToolCall",
     "__version__",
+    "attach",
     "doctor",
     "load_ipython_extension",
     "set_debug",

@@ -1,7 +1,7 @@
 """The options every widget takes, declared once: rate, time limits, buffer size.
 
 ``ChatWidget``, ``StreamView``, ``Compare`` and :func:`~nbstream.stream` all
-accept the same six keyword arguments. They are declared here, in one table
+accept the same keyword arguments. They are declared here, in one table
 (:data:`OPTIONS`: name, type, default, meaning, check), and nowhere else:
 
 * :class:`StreamOptions` is the ``TypedDict`` that type checkers and IDEs read
@@ -27,6 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypedDict, TypeVar
 
+from .core.attachment import AttachmentLimits
 from .core.defaults import DEFAULT_INTERVAL, DEFAULT_MAX_PENDING
 from .core.stream import Limits
 
@@ -38,6 +39,10 @@ else:  # pragma: no cover
 __all__ = ["DEFAULT_INTERVAL", "DEFAULT_MAX_PENDING", "OPTIONS", "Option", "Options",
            "StreamOptions", "Unpack", "parse_options", "with_options"]
 
+#: the attachment limits of a widget given none (AttachmentLimits' own defaults)
+DEFAULT_ATTACHMENT_LIMITS = AttachmentLimits()
+
+
 class StreamOptions(TypedDict, total=False):
     """The keyword options of every nbstream widget (see :data:`OPTIONS`)."""
 
@@ -47,6 +52,7 @@ class StreamOptions(TypedDict, total=False):
     total_timeout: float | None
     max_pending: int
     include_reasoning_in_history: bool
+    attachment_limits: AttachmentLimits
 
 
 def _a_bool(name: str, value: object) -> None:
@@ -64,6 +70,12 @@ def _positive_seconds(name: str, value: object, *, optional: bool) -> None:
         hint = " (None: no limit)" if optional else ""
         raise ValueError(f"{name} must be a positive, finite number of seconds{hint}, "
                          f"got {value!r}")
+
+
+def _attachment_limits(name: str, value: object) -> None:
+    if not isinstance(value, AttachmentLimits):
+        raise TypeError(f"{name} must be an nbstream AttachmentLimits(...), got "
+                        f"{type(value).__name__} {value!r}")
 
 
 def _positive_int(name: str, value: object) -> None:
@@ -110,6 +122,11 @@ OPTIONS: tuple[Option, ...] = (
            "history sent back to the model; by default it is left out, as servers and chat "
            "templates expect",
            _a_bool),
+    Option("attachment_limits", "AttachmentLimits", DEFAULT_ATTACHMENT_LIMITS,
+           "what a message and the conversation may carry in attachments (count and bytes "
+           "per message, bytes per attachment and per chat) and how they are bounded "
+           "(image side, text length, table rows); see ``nbstream.AttachmentLimits``",
+           _attachment_limits),
 )
 
 _BY_NAME = {o.name: o for o in OPTIONS}
@@ -127,6 +144,7 @@ class Options:
     total_timeout: float | None = None
     max_pending: int = DEFAULT_MAX_PENDING
     include_reasoning_in_history: bool = False
+    attachment_limits: AttachmentLimits = DEFAULT_ATTACHMENT_LIMITS
 
     @property
     def limits(self) -> Limits:

@@ -36,13 +36,14 @@ sys.path.insert(0, str(REPO))
 
 JS = REPO / "js"
 OUT = JS / "src" / "protocol.gen.ts"
-MODULES = ("nbstream.widgets.protocol", "nbstream.core.pieces")
+MODULES = ("nbstream.widgets.protocol", "nbstream.core.pieces", "nbstream.core.attachment")
 COMMAND = "python scripts/gen_protocol.py"
 
 HEADER = f"""\
 /**
  * The wire protocol's types and constants, GENERATED from nbstream/widgets/protocol.py
- * (and the statuses of nbstream/core/pieces.py) by `{COMMAND}`: do not edit.
+ * (and the core types it names, of nbstream/core/pieces.py and attachment.py)
+ * by `{COMMAND}`: do not edit.
  * Change protocol.py and run that command; `make lint` fails while this file is stale.
  * What each message means, and the rules of the protocol, are written in protocol.py;
  * js/src/protocol.ts re-exports these types with the checks of what arrives.

@@ -103,3 +103,56 @@ def _smollm2_tokenizer() -> Any:
     from nbstream.sources.transformers import default_model
 
     return AutoTokenizer.from_pretrained(default_model.default_model_path(), local_files_only=True)
+
+
+#: a chat template that places image parts (``{"type": "image"}``) as ``<image>`` tokens
+VISION_CHATML = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' }}"
+    "{% if message['content'] is string %}{{ message['content'] }}{% else %}"
+    "{% for part in message['content'] %}"
+    "{% if part['type'] == 'image' %}{{ '<image>' }}"
+    "{% elif part['type'] == 'text' %}{{ part['text'] }}{% endif %}"
+    "{% endfor %}{% endif %}{{ '<|im_end|>\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def tiny_vision(seed: int = 0) -> tuple[Any, Any]:
+    """A random-weight LLaVA (a one-layer CLIP vision tower, a two-layer Llama) and its
+    processor, assembled in code from the tiny tokenizer (with an ``<image>`` token)
+    and a CLIP image processor for 32-pixel images: no file, no download."""
+    import copy
+
+    import torch
+    from transformers import (
+        CLIPVisionConfig,
+        LlamaConfig,
+        LlavaConfig,
+        LlavaForConditionalGeneration,
+        LlavaProcessor,
+    )
+
+    try:  # transformers >= 5: the PIL backend, without torchvision
+        from transformers import CLIPImageProcessorPil as ImageProcessor
+    except ImportError:  # pragma: no cover - older transformers
+        from transformers import CLIPImageProcessor as ImageProcessor
+
+    tok = copy.deepcopy(tiny_tokenizer())
+    tok.add_special_tokens({"additional_special_tokens": ["<image>"]})
+    image_id = tok.convert_tokens_to_ids("<image>")
+    vision = CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                              num_attention_heads=2, image_size=32, patch_size=8,
+                              projection_dim=32)
+    text = LlamaConfig(vocab_size=len(tok), hidden_size=64, intermediate_size=128,
+                       num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                       max_position_embeddings=1024, bos_token_id=tok.bos_token_id,
+                       eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
+    config = LlavaConfig(vision_config=vision, text_config=text, image_token_index=image_id,
+                         vision_feature_layer=-1, vision_feature_select_strategy="default")
+    torch.manual_seed(seed)
+    model: Any = LlavaForConditionalGeneration(config).eval()
+    images = ImageProcessor(size={"shortest_edge": 32}, crop_size={"height": 32, "width": 32})
+    processor = LlavaProcessor(image_processor=images, tokenizer=tok, patch_size=8,
+                               vision_feature_select_strategy="default",
+                               num_additional_image_tokens=1, chat_template=VISION_CHATML)
+    return model, processor

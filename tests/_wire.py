@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 from nbstream.widgets.widget import StreamingWidget
@@ -67,6 +68,8 @@ class Wire:
 
     def __init__(self, w: StreamingWidget) -> None:
         self.msgs: list[dict[str, Any]] = []
+        #: the binary buffers of each message (attachment previews), in order
+        self.buffers: list[list[bytes]] = []
         self.lock = threading.Lock()
         #: the front-end model, as ipywidgets merges update messages (key by key)
         self.model: dict[str, Any] = {}
@@ -77,8 +80,13 @@ class Wire:
     def _capture(self, msg: dict[str, Any], buffers: Any = None) -> None:
         with self.lock:
             self.msgs.append(msg)
+            self.buffers.append([bytes(b) for b in buffers or ()])
             if msg.get("method") == "update":
                 self.model.update(msg["state"])
+                # binary keys, put back where their paths say (as ipywidgets' front end does)
+                for path, buf in zip(msg.get("buffer_paths") or [], buffers or []):
+                    if len(path) == 1:
+                        self.model[path[0]] = bytes(buf)
                 if meta_ids(msg):
                     self._states.append(conversation_of(self.model))
 
@@ -119,12 +127,14 @@ def view_text(wire: Wire, mid: str) -> str:
     return ""
 
 
-def send_from_view(widget: StreamingWidget, content: Any) -> None:
-    """Send ``content`` as a view does (``model.send(content)`` in the browser): a
-    ``comm_msg`` whose data is ipywidgets' ``custom`` method, handed to the widget's
-    comm, so that the dispatch a kernel runs (the comm's callback, ipywidgets'
-    ``_handle_msg`` and ``_handle_custom_msg``, the widget's ``on_msg`` handlers)
-    runs here too. Returns once the handlers returned."""
+def send_from_view(widget: StreamingWidget, content: Any,
+                   buffers: Sequence[bytes] = ()) -> None:
+    """Send ``content`` as a view does (``model.send(content, callbacks, buffers)`` in
+    the browser): a ``comm_msg`` whose data is ipywidgets' ``custom`` method, with
+    ``buffers`` as the message's binary buffers (memoryviews, as a kernel's session
+    hands them on), handed to the widget's comm, so that the dispatch a kernel runs
+    (the comm's callback, ipywidgets' ``_handle_msg`` and ``_handle_custom_msg``, the
+    widget's ``on_msg`` handlers) runs here too. Returns once the handlers returned."""
     comm = widget.comm
     assert comm is not None, "the widget is closed"
     comm.handle_msg({
@@ -132,5 +142,5 @@ def send_from_view(widget: StreamingWidget, content: Any) -> None:
         "parent_header": {},
         "metadata": {},
         "content": {"comm_id": comm.comm_id, "data": {"method": "custom", "content": content}},
-        "buffers": [],
+        "buffers": [memoryview(b) for b in buffers],
     })

@@ -446,6 +446,46 @@ def test_a_reply_with_other_model_inputs_takes_turns(model: Any) -> None:
         is None
 
 
+def test_a_vision_model_takes_turns_and_says_why() -> None:
+    """A source with a processor (a vision model) is not batched, with or without an
+    image in the question: two replies asked at once run generate() one after the
+    other (never inside the model together), the one with an image through its pixels."""
+    import io
+
+    from _model_fixtures import tiny_vision
+    from PIL import Image
+
+    from nbstream import ChatWidget, attach
+
+    m, processor = tiny_vision()
+    watch = OneAtATime(m)
+    src = TransformersSource(m, processor=processor, max_new_tokens=12, concurrency=4)
+    assert src.concurrency == 1 and "vision model" in src.batching  # known before loading
+    calls: list[set[str]] = []
+    real = m.generate
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append(set(kwargs))
+        return real(*args, **kwargs)
+
+    m.generate = spy
+    buffer = io.BytesIO()
+    Image.new("RGB", (40, 30), (200, 30, 30)).save(buffer, format="PNG")
+    a, b = ChatWidget(src), ChatWidget(src)
+    try:
+        ra = a.send("What color is this?", attachments=[attach(buffer.getvalue())])
+        rb = b.send("Hello")
+        ra.wait(120)
+        rb.wait(120)
+    finally:
+        a.close()
+        b.close()
+    assert ra.status == rb.status == "done"
+    assert len(calls) == 2 and sum("pixel_values" in c for c in calls) == 1
+    assert watch.overlaps == []
+    assert src._loaded is not None and src._loaded.engine is None  # never made
+
+
 # -- the lane fallback ----------------------------------------------------------------
 
 

@@ -6,6 +6,9 @@
   dialog opens), no dangerous tag or attribute ever enters the DOM (checked at
   every mutation, the streaming tail included), and no image loads until the
   user clicks its placeholder.
+* The attachment payloads of the corpus (hostile file names, an SVG with script and
+  onload, a data: URL as a name...) are dropped onto the chat and sent: shown as
+  text and as ``<img>`` of ``data:`` URLs only, nothing runs or loads.
 * Screenshots in the light and the dark theme, in JupyterLab and in Notebook 7
   (test-artifacts/test_themes_<theme>_-*.png), with checks that the widget
   rendered, follows the theme, and gives the answer the cell's width (its code
@@ -57,7 +60,10 @@ def test_xss_corpus_streamed_through_a_widget(
             "for i in range(len(PAYLOADS)):\n    chat.send(str(i))",
         ],
     )
-    r = run_scenario("xss", timeout=180, notebook=path, count=len(texts), timeout_ms=120_000)
+    attachments = [p["attachment"] for p in PAYLOADS if "attachment" in p]
+    assert len(attachments) >= 4
+    r = run_scenario("xss", timeout=240, notebook=path, count=len(texts), timeout_ms=120_000,
+                     attachments=attachments)
     names = [p["name"] for p in PAYLOADS]
     assert r["statuses"] == ["done"] * len(texts), r["statuses"]
     after = r["after_stream"]
@@ -75,6 +81,18 @@ def test_xss_corpus_streamed_through_a_widget(
     assert clicks["no_referrer"], clicks
     assert r["dialogs"] == [] and r["popups"] == [], r
     assert r["theme_after"] == r["theme_before"]  # no command ran (data-commandlinker)
+    # attachments (#21): hostile names and contents, dropped onto the chat and sent
+    att = r["attached"]
+    assert att["violations"] == [], att["violations"]
+    assert att["canary"] is None and not att["canary_in_window"], att
+    assert r["canary_requests_attachments"] == [], "an attachment loaded something"
+    assert att["commandlinkers"] == 0 and att["clicked"] >= len(attachments)
+    # the SVG is shown as an image (its preview, a data: URL), never as markup
+    assert {"loaded": True, "src": "data:image/svg+xml;base64,"} in att["images"], att
+    shown = " ".join(att["names"] + att["alts"])
+    assert '<img src=x onerror="window.__nbsCanary=1"><svg onload=' in shown  # a name is text
+    assert "\u202e" not in shown and "invoicegnp.js" in shown  # no direction override
+    assert any("<script>window.__nbsCanary=1</script>" in e for e in att["excerpts"])
     assert r["counters"]["deltas"] > len(texts), "the payloads did not stream in pieces"
 
 
@@ -195,7 +213,6 @@ def test_markdown_bench_short_run(
     """2,000 pieces at 2,000/s through the benchmark scenario: figures, one render per frame."""
     bench = _bench_module()
     pieces = 2_000
-    assert len(re.findall(r"\s*\S+|\s+", bench.bench_markdown(pieces))) == pieces
     timeline = notebook_name.replace(".ipynb", ".timeline.json")
     path = jupyterlab.write_notebook(notebook_name, bench.notebook_cells(pieces, 2000.0, timeline))
     r = run_scenario(

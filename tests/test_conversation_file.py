@@ -243,7 +243,8 @@ def test_save_then_load_gives_the_same_messages_and_statuses(tmp_path: Path) -> 
     chat = ChatWidget(ScriptedSource("x"), title="saved", messages=HISTORY)
     path = chat.save(tmp_path / "chat.json")
     data = json.loads(path.read_text(encoding="utf-8"))
-    assert data["format"] == FORMAT and data["version"] == VERSION == 2
+    assert data["format"] == FORMAT and data["version"] == VERSION == 3
+    assert "attachments" not in data  # none: the file is a version 1 file but for its number
     assert data["title"] == "saved" and data["system_prompt"] == "Be brief."
     ids = [m["id"] for m in data["messages"]]
     assert [m["parent"] for m in data["messages"]] == [None, *ids[:-1]]  # a chain
@@ -319,16 +320,55 @@ def test_malformed_json_names_the_file_and_the_line(tmp_path: Path) -> None:
 
 
 def test_an_unknown_version_is_refused_clearly(tmp_path: Path) -> None:
-    data = _good() | {"version": 3}
-    with pytest.raises(ConversationFileError, match=r"unknown version 3; this nbstream reads "
-                       r"versions 1, 2 \(written by a newer nbstream"):
-        ChatWidget.load(_write(tmp_path / "v3.json", data), ScriptedSource("x"))
+    data = _good() | {"version": 4}
+    with pytest.raises(ConversationFileError, match=r"unknown version 4; this nbstream reads "
+                       r"versions 1, 2, 3 \(written by a newer nbstream"):
+        ChatWidget.load(_write(tmp_path / "v4.json", data), ScriptedSource("x"))
     with pytest.raises(ConversationFileError, match="'version' must be an int"):
         read(_write(tmp_path / "v.json", _good() | {"version": "1"}))
     with pytest.raises(ConversationFileError, match="not a conversation file"):
         read(_write(tmp_path / "list.json", [1, 2]))
     with pytest.raises(ConversationFileError, match="'format' is 'x'"):
         read(_write(tmp_path / "fmt.json", _good() | {"format": "x"}))
+
+
+def test_files_of_every_version_load_and_this_one_keeps_calls_and_attachments(
+        tmp_path: Path) -> None:
+    # version 2 was two formats, built apart: tool calls' rounds (#20) and attachments
+    # (#21); version 3 holds both. Each loads; a version-1 file too.
+    import base64
+    import hashlib
+
+    text = b"a,b\n1,2\n"
+    digest = hashlib.sha256(text).hexdigest()
+    user = {"id": "m1", "parent": None, "role": "user", "content": "Q", "status": "done"}
+    with_file = user | {"attachments": [{"name": "t.csv", "mime": "text/csv", "size": len(text),
+                                         "sha256": digest}]}
+    rounds = [{"reasoning": "", "content": "", "tool_calls": [
+                  {"id": "c1", "name": "f", "arguments": "{}", "state": "done",
+                   "result": "1", "display": {}, "error": None, "ms": 1.0}]},
+              {"reasoning": "", "content": "A", "tool_calls": []}]
+    reply = {"id": "m2", "parent": "m1", "role": "assistant", "content": "A", "status": "done",
+             "finish_reason": "stop"}
+    contents = {digest: base64.b64encode(text).decode()}
+    files = {
+        "v2-tools": {"version": 2, "messages": [user, reply | {"rounds": rounds}]},
+        "v2-attachments": {"version": 2, "messages": [with_file, reply],
+                           "attachments": contents},
+        "v3": {"version": 3, "messages": [with_file, reply | {"rounds": rounds}],
+               "attachments": contents},
+    }
+    for name, body in files.items():
+        got = read(_write(tmp_path / f"{name}.json", {"format": FORMAT, **body}))
+        q, a = got.messages
+        assert [x.name for x in q.attachments] == (["t.csv"] if "attachments" in body else [])
+        assert q.attachments == () or q.attachments[0].data == text
+        assert (a.rounds is not None) == ("rounds" in body["messages"][1]), name
+    # what this version writes holds both, and reads back whole
+    both = read(_write(tmp_path / "v3.json", {"format": FORMAT, **files["v3"]}))
+    again = read(write(tmp_path / "again.json", both))
+    assert again == both
+    assert json.loads((tmp_path / "again.json").read_text(encoding="utf-8"))["version"] == 3
 
 
 @pytest.mark.parametrize(

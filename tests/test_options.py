@@ -14,7 +14,7 @@ from nbstream.core.pump import DEFAULT_INTERVAL
 from nbstream.options import OPTIONS, Options, StreamOptions
 
 NAMES = ["interval", "first_token_timeout", "stall_timeout", "total_timeout", "max_pending",
-         "include_reasoning_in_history"]
+         "include_reasoning_in_history", "attachment_limits"]
 ENTRY_POINTS: list[Any] = [ChatWidget, StreamView, Compare, stream]
 
 

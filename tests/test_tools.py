@@ -557,7 +557,7 @@ def test_save_and_load_keep_every_round_and_call(tmp_path: Any) -> None:
     chat.send("weather?").wait(10)
     path = chat.save(tmp_path / "c.json")
     data = json.loads(path.read_text())
-    assert data["version"] == 2
+    assert data["version"] == 3
     saved = data["messages"][1]
     assert [len(r["tool_calls"]) for r in saved["rounds"]] == [2, 0]
     assert saved["rounds"][0]["tool_calls"][0]["result"] == "18 °C in Paris"
@@ -587,7 +587,7 @@ def test_openai_shaped_history_with_tool_calls_reads_back() -> None:
         ChatWidget(ScriptedSource("x"), messages=[*msgs[:2], {"role": "tool",
                                                                "tool_call_id": "nope",
                                                                "content": "x"}])
-    assert transcript.VERSION == 2
+    assert transcript.VERSION == 3
 
 
 def test_tool_parts_travel_under_the_message_own_keys() -> None:

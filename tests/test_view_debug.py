@@ -61,7 +61,8 @@ def test_a_bad_switch_is_refused_naming_it(value: Any, error: type[Exception], m
 
 
 def test_the_switches_are_those_the_protocol_declares() -> None:
-    assert set(ViewDebug.__annotations__) == {"markdown", "acks", "ack_gap_ms", "sized"}
+    assert set(ViewDebug.__annotations__) == {"markdown", "acks", "ack_gap_ms", "sized",
+                                              "frames"}
 
 
 # --------------------------------------------------------------- the benchmarks
@@ -90,8 +91,11 @@ def test_the_benchmarks_switch_their_widgets_in_the_notebook() -> None:
             "chat"]
         assert chat.debug == variant["debug"], name
         chat.close()
-    for mode, expected in (("every-frame", {"acks": "every-frame"}), ("sparse", {})):
-        chats = _run_cell(browser_acks.notebook_cells(2, 5, 1000.0, mode)[0])["chats"]
-        assert [c.debug for c in chats] == [expected] * 2
+    assert browser_markdown.mode_debug("per-view") == {"frames": "per-view"}
+    for mode, expected in (("every-frame-acks", {"acks": "every-frame"}), ("shared", {}),
+                           ("per-view", {"frames": "per-view"})):
+        chats = _run_cell(browser_acks.notebook_cells(2, 5, 1000.0, mode, text="words")[0])[
+            "chats"]
+        assert [c.debug for c in chats] == [expected] * 2, mode
         for c in chats:
             c.close()

@@ -185,6 +185,28 @@ export class Conversation {
   }
 
   /**
+   * What kind of change waits for the next {@link take}: "ended", a reply
+   * became final (a stream's end, a stop, an error; a question is final from
+   * the start, so it is only "changed"); "changed", anything else
+   * but text appended (a message came or went, a status or other chrome, a
+   * replaced text); "appended", only text or reasoning appended to messages
+   * (or nothing). The page's frame loop shows the first at once and batches
+   * the last.
+   */
+  pendingKind(): "ended" | "changed" | "appended" {
+    let kind: "ended" | "changed" | "appended" = this.orderChanged ? "changed" : "appended";
+    for (const e of this.dirty) {
+      if (e.meta && e.role !== "user" && FINAL_STATUSES.has(e.status)) {
+        return "ended";
+      }
+      if (e.replaced || e.meta) {
+        kind = "changed";
+      }
+    }
+    return kind;
+  }
+
+  /**
    * Applies the `conversation` trait. Its list defines which messages exist and
    * their order; malformed entries are skipped. Returns whether anything
    * changed (a frame is due).
@@ -356,6 +378,11 @@ export class Conversation {
       e.text = meta.text; // a prompt's text travels in its meta
       e.replaced = true;
       e.appended = [];
+      this.dirty.add(e);
+    }
+    if (meta.attachments !== undefined && e.attachments === undefined) {
+      e.attachments = meta.attachments; // a prompt's attachments, once (it never changes)
+      e.meta = true;
       this.dirty.add(e);
     }
     this.applyChrome(e, meta);

@@ -9,16 +9,19 @@
  * read into the buffer (keys.ts into buffer.ts), which says whether a frame is
  * due; the reader says whether a resync must be sent. (An older kernel's
  * `conversation` trait and delta messages go into the same buffer.) The frame
- * loop (frame.ts) renders the buffer's changes into the view once per
- * animation frame and acks what it rendered. User actions from the view go to
- * the kernel as `send`, `stop`, `regenerate`, `clear`, `continue` and
- * `system_prompt` messages.
+ * loop (frame.ts) renders the buffer's changes into the view at most once per
+ * animation frame, when the page's one loop (scheduler.ts) gives this view its
+ * turn, and acks what it rendered. User actions from the view go to
+ * the kernel as `send` (with attachments: their bytes as the message's
+ * buffers), `stop`, `regenerate`, `clear`, `continue` and `system_prompt`
+ * messages; a `refused` message gives a Send's attachments back.
  *
  * The `mode` trait is read once, when the view renders.
  * Everything here runs on the browser's main thread, in model callbacks and
  * animation frames; nothing blocks.
  */
 import type { AnyModel } from "@anywidget/types";
+import { toPolicy } from "./attachments";
 import { visibleBranch } from "./branches";
 import { type Changes, Conversation } from "./buffer";
 import { CompareView, paneOf } from "./compare";
@@ -37,6 +40,7 @@ import {
   CURRENT_KEY,
   FINAL_STATUSES,
   isDeltaMsg,
+  isRefusedMsg,
   isWelcomeMsg,
   STATE_TRAIT,
   toMode,
@@ -44,6 +48,7 @@ import {
   type ViewDebug,
   type ViewMsg,
 } from "./protocol";
+import { type PageFrames, pageFrames } from "./scheduler";
 import type { SizedMode } from "./sized";
 import {
   ChatView,
@@ -55,7 +60,13 @@ import {
 } from "./view";
 
 export interface MountOptions {
-  /** frame scheduler; the browser's `requestAnimationFrame` by default */
+  /**
+   * Where frames come from: the page's one loop (scheduler.ts; the default,
+   * unless `scheduler` is given), another loop (tests), or "per-view": this
+   * view's own animation frames (the previous way, for benchmarks).
+   */
+  frames?: PageFrames | "per-view";
+  /** this view's own frame scheduler (per-view frames); the browser's `requestAnimationFrame` by default */
   scheduler?: FrameScheduler;
   /** monotonic clock in ms; `performance.now` by default */
   now?: () => number;
@@ -87,6 +98,9 @@ export function debugMountOptions(debug: ViewDebug): MountOptions {
   if (debug.sized !== undefined) {
     out.sized = debug.sized;
   }
+  if (debug.frames === "per-view") {
+    out.frames = "per-view";
+  }
   return out;
 }
 
@@ -106,13 +120,20 @@ export function mountChat(
   const doc = el.ownerDocument;
   const win = doc.defaultView ?? window;
   const scheduler = options.scheduler ?? browserScheduler(win);
+  // an injected scheduler (tests) means frames of this view's own, unless a loop is given too
+  const page =
+    options.frames === "per-view"
+      ? null
+      : (options.frames ?? (options.scheduler === undefined ? pageFrames(win) : null));
   const now = options.now ?? (() => performance.now());
   const idle = options.idle === undefined ? browserIdle(win) : options.idle;
   const counters = newCounters();
   /** this view's id in its hello and bye (the kernel counts the views on the page) */
   const viewId = `v${Math.random().toString(36).slice(2, 12)}${Date.now().toString(36)}`;
   const conversation = new Conversation();
-  const send = (msg: ViewMsg): void => model.send(msg);
+  /** a message to the kernel (a Send's attachments: their bytes as its buffers, in order) */
+  const send = (msg: ViewMsg, buffers?: ArrayBuffer[]): void =>
+    buffers === undefined ? model.send(msg) : model.send(msg, undefined, buffers);
 
   const mode = toMode(model.get("mode"));
   /** whether a reply (of pane `pane`, or of any) is queued, loading or running */
@@ -126,7 +147,17 @@ export function mountChat(
           (pane === null || paneOf(e) === pane),
       );
   const actions: ViewActions = {
-    send: (prompt) => send({ kind: "send", text: prompt }),
+    send: (prompt, attached) => {
+      if (attached === undefined) {
+        send({ kind: "send", text: prompt });
+        return;
+      }
+      // the attachments' bytes travel as the message's binary buffers (#21)
+      send(
+        { kind: "send", text: prompt, attachments: attached.attachments, draft: attached.draft },
+        attached.buffers,
+      );
+    },
     stop: () => {
       // One meaning of Stop (button, Escape, chat.stop(), interrupt): the kernel stops
       // the running reply and cancels this widget's queued ones, every pane in a Compare.
@@ -219,8 +250,18 @@ export function mountChat(
   };
   const loop = new FrameLoop({
     scheduler,
+    page,
+    root: view.root,
+    // a stream's end shows at once; a new message, a status or another branch soon;
+    // more text of a stream when the page loop's budget gives it a turn
+    priority: () => {
+      const kind = conversation.pendingKind();
+      return kind === "ended" ? "now" : kind === "changed" || branchDirty ? "soon" : "later";
+    },
     now,
     render: (t) => render(t),
+    settle: () => view.settle(),
+    sight: (inSight) => view.setInSight(inSight),
     ack: send,
     counters,
     ...(options.ackGapMs === undefined ? {} : { ackGapMs: options.ackGapMs }),
@@ -256,6 +297,10 @@ export function mountChat(
       connection.heard();
       return;
     }
+    if (isRefusedMsg(content)) {
+      view.refused(content.draft, content.reason);
+      return;
+    }
     if (!isDeltaMsg(content)) {
       return;
     }
@@ -277,6 +322,7 @@ export function mountChat(
     const prompt = model.get("system_prompt");
     view.setSystemPrompt(typeof prompt === "string" ? prompt : null);
   };
+  const onPolicy = (): void => view.setAttachmentPolicy(toPolicy(model.get("attachment_policy")));
 
   const wm = model.widget_manager as unknown as {
     kernel?: KernelLike | null;
@@ -304,6 +350,7 @@ export function mountChat(
       const t = now();
       view.setConnection(state, reason, t);
       view.paint({ order: null, messages: [], acks: [] }, summary(), t, false);
+      view.settle(); // outside a frame: paint writes, settle reads layout after it
     },
   });
   const onCommLive = (): void => connection.linkChanged();
@@ -317,12 +364,14 @@ export function mountChat(
   model.on("change:placeholder", onPlaceholder);
   model.on("change:panes", onPanes);
   model.on("change:system_prompt", onSystem);
+  model.on("change:attachment_policy", onPolicy);
 
   onTitle();
   onSource();
   onPlaceholder();
   onPanes();
   onSystem();
+  onPolicy();
   el.appendChild(view.root);
   // The saved or current conversation is shown at once, not a frame later,
   // and without announcing its statuses.
@@ -336,6 +385,7 @@ export function mountChat(
     conversation.applyState(model.get(STATE_TRAIT));
   }
   render(now(), false);
+  view.settle();
   connection.hello();
 
   return () => {
@@ -358,6 +408,7 @@ export function mountChat(
     model.off("change:placeholder", onPlaceholder);
     model.off("change:panes", onPanes);
     model.off("change:system_prompt", onSystem);
+    model.off("change:attachment_policy", onPolicy);
     loop.dispose();
     view.dispose();
     view.root.remove();

@@ -10,7 +10,8 @@
  *                                   latest reply's status line, live rate included),
  *                                   button.nbs-pane-stop
  *         div.nbs-scroll            the prompts and this pane's answers (messages.ts)
- *     div.nbs-form                  textarea.nbs-input (Enter asks every pane),
+ *     div.nbs-form                  the composer (composer.ts: files for the next prompt),
+ *                                   textarea.nbs-input (Enter asks every pane),
  *                                   button.nbs-send, .nbs-stop (all panes), .nbs-clear
  *     div.nbs-live
  *
@@ -78,6 +79,7 @@ export class CompareView extends BaseView {
     this.clearButton.disabled = true;
     buttons.append(this.sendButton, this.stopButton, this.clearButton);
     form.append(this.input, buttons);
+    this.makeComposer(form, this.input, () => this.updateSend());
 
     this.root.append(this.header, this.grid, form, this.live);
 
@@ -140,7 +142,6 @@ export class CompareView extends BaseView {
     this.panes.forEach((p, i) => {
       this.updatePaneStatus(p);
       this.setDisabled(p.stop, !summary.activePanes.has(i));
-      p.list.settle();
     });
     this.setDisabled(this.stopButton, !summary.active);
     this.setDisabled(this.clearButton, summary.empty);
@@ -263,7 +264,7 @@ export class CompareView extends BaseView {
     if (text === "") {
       return;
     }
-    this.actions.send(text);
+    this.sendWithAttachments(text);
     this.input.value = "";
     this.updateSend();
     for (const p of this.panes) p.list.follow();

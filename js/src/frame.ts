@@ -28,10 +28,16 @@
  * 2 acks a second, not 29: fewer acks leave the budget (40 messages a second
  * per widget, status included) to deltas, which shortens token-to-pixel.
  *
+ * Frames come from the page's one loop (scheduler.ts: every view on the page
+ * renders from one animation-frame callback, under one budget) when `page` is
+ * given; otherwise the loop requests its own animation frames (a loop per
+ * view: the previous way, which benchmarks compare with, and unit tests).
+ *
  * The scheduler and the clock are injected so that tests drive frames by hand.
  * Runs on the browser's main thread only.
  */
 import type { AckMsg } from "./protocol";
+import type { FrameSlot, PageFrames, Priority } from "./scheduler";
 
 /** Least time between two rounds of acks of one view, ms. */
 export const ACK_GAP_MS = 500;
@@ -137,7 +143,18 @@ export function browserScheduler(win: Window & typeof globalThis): FrameSchedule
 }
 
 export interface FrameDeps {
+  /** this view's own animation frames (used when `page` is not given) */
   scheduler: FrameScheduler;
+  /** the page's shared loop: frames come from it, with its budget (null: a loop of its own) */
+  page?: PageFrames | null;
+  /** the view's root, for the page loop to render it less often while out of sight */
+  root?: Element | null;
+  /**
+   * How soon what is pending must show, for the page loop (scheduler.ts: a
+   * stream's end at once, a new message or a status soon, more text when its
+   * turn comes); "soon" unless given.
+   */
+  priority?: () => Priority;
   /** a monotonic clock in milliseconds (`performance.now`) */
   now: () => number;
   /**
@@ -147,6 +164,14 @@ export interface FrameDeps {
   render: (now: number) => readonly { readonly id: string; readonly seq: number }[] | null;
   /** sends an ack to the kernel */
   ack: (msg: AckMsg) => void;
+  /**
+   * After a frame that touched the DOM: what reads layout (scroll positions).
+   * A loop of its own calls it after `render`; the page loop once every view
+   * of the frame rendered.
+   */
+  settle?: () => void;
+  /** the view's root came into sight or left it (the page loop watches it) */
+  sight?: (inSight: boolean) => void;
   counters: Counters;
   /** runs the trailing ack round; `setTimeout` by default */
   timer?: Timer;
@@ -158,6 +183,8 @@ export interface FrameDeps {
 
 export class FrameLoop {
   private handle: number | null = null;
+  /** the page loop's slot, when frames come from the page */
+  private readonly slot: FrameSlot | null;
   private disposed = false;
   /** per message: the highest seq rendered and not yet acked */
   private readonly owed = new Map<string, number>();
@@ -176,23 +203,37 @@ export class FrameLoop {
     this.timer = deps.timer ?? globalTimer;
     this.gapMs = Math.max(0, deps.ackGapMs ?? ACK_GAP_MS);
     this.budget = deps.budget ?? pageAckBudget();
+    const priority = deps.priority ?? ((): Priority => "soon");
+    const settle = () => this.deps.settle?.();
+    const sight = (inSight: boolean) => this.deps.sight?.(inSight);
+    this.slot =
+      deps.page?.register(
+        { run: (now) => this.frame(now), priority, settle, sight },
+        deps.root ?? null,
+      ) ?? null;
   }
 
   /** Makes sure a frame will run; cheap to call once per arriving message. */
   request(): void {
-    if (this.handle === null && !this.disposed) {
+    if (this.disposed) {
+      return;
+    }
+    if (this.slot !== null) {
+      this.slot.request();
+    } else if (this.handle === null) {
       this.handle = this.deps.scheduler.request(this.tick);
     }
   }
 
   /** Whether a frame is requested and has not run yet. */
   get pending(): boolean {
-    return this.handle !== null;
+    return this.slot?.pending ?? this.handle !== null;
   }
 
   /** Cancels the pending frame; later requests are ignored. */
   dispose(): void {
     this.disposed = true;
+    this.slot?.dispose();
     if (this.handle !== null) {
       this.deps.scheduler.cancel(this.handle);
       this.handle = null;
@@ -206,22 +247,26 @@ export class FrameLoop {
 
   private readonly tick = (): void => {
     this.handle = null;
-    if (this.disposed) {
-      return;
+    if (!this.disposed && this.frame(this.deps.now())) {
+      this.deps.settle?.();
     }
+  };
+
+  /** This view's part of a frame that started at `start`; whether it touched the DOM. */
+  private frame(start: number): boolean {
     const { counters, now, render } = this.deps;
     counters.frames++;
-    const start = now();
+    const t0 = this.slot === null ? start : now(); // in a shared frame, others ran before
     const acks = render(start);
     if (acks === null) {
-      return;
+      return false;
     }
-    const renderMs = Math.round((now() - start) * 1000) / 1000;
+    const renderMs = Math.round((now() - t0) * 1000) / 1000;
     counters.renders++;
     counters.render_ms += renderMs;
     counters.max_render_ms = Math.max(counters.max_render_ms, renderMs);
     if (acks.length === 0) {
-      return;
+      return true;
     }
     let urgent = false;
     for (const a of acks) {
@@ -239,7 +284,7 @@ export class FrameLoop {
     }
     if (urgent || this.gapMs === 0) {
       this.payRound();
-      return;
+      return true;
     }
     if (this.trailing === null) {
       const at = this.lastRound + gapFor(this.budget, this.gapMs, t);
@@ -249,7 +294,8 @@ export class FrameLoop {
         this.trailing = this.timer.set(this.onTrailing, at - t);
       }
     }
-  };
+    return true;
+  }
 
   private readonly onTrailing = (): void => {
     this.trailing = null;

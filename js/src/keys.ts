@@ -19,6 +19,7 @@
  * (a resync can be lost too). A change of `removed` makes it look at every
  * message once, for the removed ones. Runs on the browser's main thread only.
  */
+import { bytesOf, type ShownPreview } from "./attachments";
 import { type Conversation, RESYNC_RETRY_MS } from "./buffer";
 import {
   deltaKey,
@@ -111,6 +112,7 @@ export class KeyReader {
           this.forget(id);
           continue;
         }
+        this.withPreviews(meta);
         this.metas.set(id, raw);
         this.conversation.applyMeta(id, meta);
         changed = true;
@@ -146,6 +148,19 @@ export class KeyReader {
       parts = toDeltaParts(this.model.get(deltaKey(id, seq)));
     }
     return applied;
+  }
+
+  /** Fills in the bytes of a user message's attachment previews (keys `m<i>.a<k>`). */
+  private withPreviews(meta: MessageMeta): void {
+    for (const a of meta.attachments ?? []) {
+      const preview: ShownPreview | undefined = a.preview; // a fresh copy (protocol.ts)
+      if (preview !== undefined) {
+        const data = bytesOf(this.model.get(preview.key));
+        if (data !== null) {
+          preview.data = data;
+        }
+      }
+    }
   }
 
   private forget(id: string): void {

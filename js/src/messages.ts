@@ -7,6 +7,7 @@
  *     div.nbs-messages          the scrollable list; follows new text unless scrolled up
  *       div.nbs-message[data-id][data-role][data-status][data-pane][data-finish]
  *         span.nbs-who          who speaks, for screen readers only
+ *         div.nbs-attachments   a question's attachments (attachments.ts), if any
  *         details.nbs-reasoning the model's thinking (reasoning.ts), only in a reply
  *                               that has some: a reply without looks as before
  *         div.nbs-text          the text: Markdown (.nbs-md, see incremental.ts) for
@@ -29,6 +30,7 @@
  * owning view's one delegated listener, which reads a message's text with
  * {@link MessageList.entry}. Runs on the browser's main thread only.
  */
+import { MessageAttachments } from "./attachments";
 import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
 import type { Highlighter } from "./highlight";
@@ -141,6 +143,10 @@ export class MessageList {
   private readonly nodes = new Map<string, MessageNode>();
   /** ids of the nodes created and not painted yet */
   private readonly fresh = new Set<string>();
+  /** the replies' tool parts painted since the last settle (their layout reads wait for it) */
+  private readonly toolsToSettle = new Set<ToolParts>();
+  /** a question's attachments (thumbnails, file chips) */
+  private readonly attachments: MessageAttachments;
   /** whether the widget is connected to a kernel (connection.ts): when not, a live
    * message is shown as cut off, not as streaming */
   private connected = true;
@@ -150,6 +156,7 @@ export class MessageList {
     private readonly options: ListOptions,
   ) {
     this.doc = doc;
+    this.attachments = new MessageAttachments(doc);
     this.el = makeElement(doc, "div", "nbs-scroll");
     this.list = makeElement(doc, "div", "nbs-messages");
     this.list.setAttribute("role", "list");
@@ -304,6 +311,7 @@ export class MessageList {
       node.sink.replace(head.text);
       this.countChars(node, head.text.length);
     }
+    this.attachments.paint(node.el, node.textEl, e.attachments);
     if (e.role === "assistant" && (head.reasoning !== "" || node.reasoning !== null)) {
       if (node.reasoning === null) {
         node.reasoning = new ReasoningBlock(
@@ -329,6 +337,7 @@ export class MessageList {
         });
         node.textEl.after(node.tools.el);
       }
+      this.toolsToSettle.add(node.tools);
       try {
         node.tools.paint(e, replaced, change.tail ?? [], now);
       } catch (err) {
@@ -346,6 +355,10 @@ export class MessageList {
    * taller than the list (scroll.ts).
    */
   settle(): void {
+    for (const tools of this.toolsToSettle) {
+      tools.settle();
+    }
+    this.toolsToSettle.clear();
     const last = this.list.lastElementChild as HTMLElement | null;
     const live = last?.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
     this.scroll.settle(live ? last : null);

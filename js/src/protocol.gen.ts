@@ -1,6 +1,7 @@
 /**
  * The wire protocol's types and constants, GENERATED from nbstream/widgets/protocol.py
- * (and the statuses of nbstream/core/pieces.py) by `python scripts/gen_protocol.py`: do not edit.
+ * (and the core types it names, of nbstream/core/pieces.py and attachment.py)
+ * by `python scripts/gen_protocol.py`: do not edit.
  * Change protocol.py and run that command; `make lint` fails while this file is stale.
  * What each message means, and the rules of the protocol, are written in protocol.py;
  * js/src/protocol.ts re-exports these types with the checks of what arrives.
@@ -86,6 +87,11 @@ export type ToolResultRun = ["tool_result", string, number, ToolDisplay];
  */
 export type RoundRun = ["round", "", number];
 /**
+ * How a model is given an attachment: as an image, as text (put into the prompt),
+ * or as a file (only to a source that names its type).
+ */
+export type AttachmentKind = "file" | "image" | "text";
+/**
  * Where a tool call stands (nbstream/tools/calls.py): `streaming` (its arguments are
  * arriving), `ready` (the model's reply ended: the arguments are complete),
  * `awaiting_approval` (a person must allow it first), `running`, `done`,
@@ -170,6 +176,10 @@ export interface MessageMeta {
     [k: string]: unknown;
   };
   /**
+   * a user message's attachments (#21), in order
+   */
+  attachments?: AttachmentMeta[];
+  /**
    * `Compare`: the pane (index into the `panes` trait) of an assistant message
    */
   pane?: number;
@@ -212,6 +222,58 @@ export interface MessageMeta {
    * its tool calls, in call order (absent: none; see `ToolCallMeta`)
    */
   tools?: ToolCallMeta[];
+}
+/**
+ * One attachment of a user message, in its meta's `attachments` list. The
+ * name is hostile input: the view shows it as text only.
+ */
+export interface AttachmentMeta {
+  name: string;
+  mime: string;
+  /**
+   * bytes of the content the model is given
+   */
+  size: number;
+  /**
+   * how a model is given it
+   */
+  kind: AttachmentKind;
+  /**
+   * an image's size in pixels, as the model is given it
+   */
+  width?: number;
+  height?: number;
+  /**
+   * what the conversion did ("downscaled from 4000x3000 px", "the first 200 rows")
+   */
+  note?: string;
+  /**
+   * a text's first characters (the view shows them on demand, as text)
+   */
+  excerpt?: string;
+  /**
+   * an image's (or an SVG's) preview
+   */
+  preview?: PreviewMeta;
+}
+/**
+ * Where the view finds an attachment's preview image: a binary state key.
+ */
+export interface PreviewMeta {
+  /**
+   * the state key holding its bytes (`m<i>.a<k>`, see `preview_key`)
+   */
+  key: string;
+  /**
+   * its image type: PNG or JPEG as the kernel made it (without Pillow, the image's own
+   * PNG, JPEG, WebP or GIF), or an SVG's markup; a view shows it as an image only
+   */
+  mime: string;
+  /**
+   * its size in pixels
+   */
+  width: number;
+  height: number;
 }
 /**
  * One tool call of a message, in its meta's `tools` list (index: the call's
@@ -282,6 +344,10 @@ export interface MessageState {
     [k: string]: unknown;
   };
   /**
+   * a user message's attachments (see `MessageMetaExtras`)
+   */
+  attachments?: AttachmentMeta[];
+  /**
    * `Compare`: the pane (index into the `panes` trait) of an assistant message
    */
   pane?: number;
@@ -327,6 +393,30 @@ export interface DeltaMsg {
 export interface SendMsg {
   kind: "send";
   text: string;
+  /**
+   * its attachments (#21), in the order of the message's buffers (their bytes)
+   *
+   * @maxItems 1000
+   */
+  attachments?: SendAttachment[];
+  /**
+   * the view's number for this Send, named again by a `RefusedMsg`
+   */
+  draft?: number;
+}
+/**
+ * One attachment of a `SendMsg`: its bytes are the message's buffer of
+ * the same position.
+ */
+export interface SendAttachment {
+  /**
+   * the file's name (hostile input: the kernel keeps its last part, cleaned)
+   */
+  name: string;
+  /**
+   * the length of its buffer, bytes
+   */
+  size: number;
 }
 /**
  * View -> kernel: stop the reply `id`, or `Compare`'s pane `pane`, or (with
@@ -479,10 +569,16 @@ export interface ViewDebug {
    * out (the previous way), instead of in batches (`"batched"`, js/src/sized.ts)
    */
   sized?: "at-once" | "batched";
+  /**
+   * `"per-view"`: each view requests its own animation frames (the previous
+   * way) instead of rendering from the page's one frame loop and its budget
+   * (`"shared"`, js/src/scheduler.ts)
+   */
+  frames?: "per-view" | "shared";
 }
 /**
  * The synced traits a view reads (any of them may be absent), besides the
- * per-message keys `m<i>` and `m<i>.<s>`.
+ * per-message keys `m<i>`, `m<i>.<s>` and `m<i>.a<k>`.
  */
 export interface ViewTraits {
   /**
@@ -528,6 +624,52 @@ export interface ViewTraits {
    * with it, to read whether the model is connected (js/src/connection.ts)
    */
   _model_ref: string;
+  /**
+   * what the user may attach (`AttachmentPolicy`); `{}`: a widget with no
+   * input box
+   */
+  attachment_policy: AttachmentPolicy;
+}
+/**
+ * The `attachment_policy` trait: what the view lets the user attach (the
+ * kernel checks it all again).
+ */
+export interface AttachmentPolicy {
+  /**
+   * MIME patterns, one list per source: an attachment must match a pattern of
+   * each (a text also matches `text/*`); `[]`: the widget takes none
+   */
+  accepts: string[][];
+  /**
+   * attachments per message
+   */
+  max_count: number;
+  /**
+   * bytes per attachment
+   */
+  max_bytes: number;
+  /**
+   * bytes per message (at most `MAX_UPLOAD_BYTES`)
+   */
+  max_message_bytes: number;
+  /**
+   * bytes of the whole conversation's attachments
+   */
+  max_chat_bytes: number;
+  /**
+   * images larger than this (pixels, longer side) are downscaled before they are sent
+   */
+  max_image_side: number;
+}
+/**
+ * Kernel -> view, a custom message: the view's Send number `draft` was refused
+ * (an attachment the source cannot take, a limit); the view gives the draft back
+ * and shows `reason`.
+ */
+export interface RefusedMsg {
+  kind: "refused";
+  draft: number;
+  reason: string;
 }
 
 /** Statuses after which a message never changes again. */
@@ -564,3 +706,16 @@ export const TOOL_STATES = [
 ] as const;
 /** the states a tool call never leaves */
 export const FINAL_TOOL_STATES = ["cancelled", "denied", "done", "error"] as const;
+/**
+ * the most bytes the buffers of one Send may carry together: Jupyter's server closes a
+ * websocket whose message passes 10 MiB (tornado's `websocket_max_message_size`). The
+ * view keeps under it; the kernel refuses more, saying why (`RefusedMsg`)
+ */
+export const MAX_UPLOAD_BYTES = 8388608;
+/**
+ * the most attachments one Send may name (a widget's own, lower limit,
+ * `AttachmentLimits.max_count`, is checked after, and refused with the reason)
+ */
+export const MAX_UPLOAD_COUNT = 1000;
+/** the longest attachment name a Send may carry */
+export const MAX_UPLOAD_NAME = 1000;

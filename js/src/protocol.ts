@@ -10,12 +10,17 @@
  *   whose keys are per message, so a change costs its own size and never the
  *   conversation's: `"m<i>"` a message's {@link MessageMeta} (null once
  *   removed), `"m<i>.<s>"` the s-th delta of that message ({@link DeltaBody},
- *   immutable), `"last_id"` (ids `m1 .. m<last_id>` are enumerated in order),
- *   `"live"` (`{id: seq}` of streaming messages, to notice a lost delta) and
+ *   immutable), `"m<i>.a<k>"` the preview of a question's k-th attachment (a
+ *   binary buffer: a DataView in the model; its {@link PreviewMeta} is in the
+ *   meta's `attachments`), `"last_id"` (ids `m1 .. m<last_id>` are enumerated in
+ *   order), `"live"` (`{id: seq}` of streaming messages, to notice a lost delta) and
  *   `"removed"` (a counter: rescan for removed messages). The front-end model
  *   keeps every key, so a saved notebook holds the whole conversation; a view
  *   reads the keys from the model (keys.ts), whatever order they came in.
- * - View -> kernel, custom messages ({@link ViewMsg}): {@link SendMsg}, {@link StopMsg},
+ * - Kernel -> view, custom: {@link RefusedMsg} (a Send's attachments refused: the
+ *   view gives the draft back and says why).
+ * - View -> kernel, custom messages ({@link ViewMsg}): {@link SendMsg} (with
+ *   attachments, their bytes as the message's buffers, in order), {@link StopMsg},
  *   {@link RegenerateMsg}, {@link ClearMsg}, {@link ContinueMsg},
  *   {@link SystemPromptMsg}, {@link SwitchMsg}, {@link EditMsg} (user commands),
  *   {@link ToolApprovalMsg} (a person's answer to a tool call's approval card),
@@ -30,6 +35,7 @@
  * use: a stale bundle or a newer kernel must degrade, not throw.
  */
 
+import { toAttachmentMetas } from "./attachments";
 import type {
   DeltaMsg,
   FinishReason,
@@ -37,6 +43,7 @@ import type {
   MessageState,
   Mode,
   PaneInfo,
+  RefusedMsg,
   Role,
   Status,
   ToolCallMeta,
@@ -56,6 +63,9 @@ import {
 
 export type {
   AckMsg,
+  AttachmentKind,
+  AttachmentMeta,
+  AttachmentPolicy,
   ByeMsg,
   ClearMsg,
   ContinueMsg,
@@ -70,10 +80,13 @@ export type {
   Mode,
   PaneInfo,
   PartType,
+  PreviewMeta,
+  RefusedMsg,
   RegenerateMsg,
   ResyncMsg,
   Role,
   RoundRun,
+  SendAttachment,
   SendMsg,
   Status,
   StopMsg,
@@ -130,6 +143,17 @@ function isRecord(x: unknown): x is Record<string, unknown> {
 
 function isSeq(x: unknown): x is number {
   return typeof x === "number" && Number.isInteger(x) && x >= 0;
+}
+
+/** A well-formed refusal of a Send (kernel -> view, custom), or false. */
+export function isRefusedMsg(x: unknown): x is RefusedMsg {
+  return (
+    isRecord(x) &&
+    x.kind === "refused" &&
+    typeof x.draft === "number" &&
+    Number.isInteger(x.draft) &&
+    typeof x.reason === "string"
+  );
 }
 
 /** Whether a custom message from the kernel is a {@link WelcomeMsg} (connection.ts). */
@@ -231,6 +255,10 @@ export function toMessageMeta(x: unknown): MessageMeta | null {
   if (isRecord(x.options)) {
     meta.options = x.options;
   }
+  const attachments = toAttachmentMetas(x.attachments);
+  if (attachments.length > 0) {
+    meta.attachments = attachments;
+  }
   const tools = toToolMetas(x.tools);
   if (tools !== null) {
     meta.tools = tools;
@@ -273,6 +301,9 @@ export function toViewDebug(x: unknown): ViewDebug {
   }
   if (x.sized === "at-once" || x.sized === "batched") {
     out.sized = x.sized;
+  }
+  if (x.frames === "per-view" || x.frames === "shared") {
+    out.frames = x.frames;
   }
   return out;
 }
@@ -321,6 +352,10 @@ export function toMessageState(x: unknown): MessageState | null {
   }
   if (isRecord(x.options)) {
     state.options = x.options;
+  }
+  const attachments = toAttachmentMetas(x.attachments);
+  if (attachments.length > 0) {
+    state.attachments = attachments;
   }
   return state;
 }

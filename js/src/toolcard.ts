@@ -93,6 +93,10 @@ class ToolCard {
   private result: HTMLDetailsElement | null = null;
   private argsNode: Text;
   private argsLength = 0;
+  /** the arguments grew since the last settle: follow their end there */
+  private argsGrew = false;
+  /** the arguments' scrollTop this card last set (the user scrolled up: it is less) */
+  private argsTop = 0;
   private shown = "";
 
   constructor(doc: Document, n: number) {
@@ -128,10 +132,24 @@ class ToolCard {
     }
     this.argsNode.appendData(text);
     this.argsLength += text.length;
-    // follow the end while it streams, unless the user scrolled up in it
+    this.argsGrew = true; // followed in settle(): reading layout here would lay the page out
+  }
+
+  /**
+   * After the frame's paints (the page loop calls it once every view wrote):
+   * follow the arguments' end while they stream, unless the user scrolled up
+   * in them since this card last scrolled them (back near the end: followed again).
+   */
+  settle(): void {
+    if (!this.argsGrew) {
+      return;
+    }
+    this.argsGrew = false;
     const pre = this.args;
-    if (pre.scrollHeight - pre.scrollTop - pre.clientHeight < 40) {
+    const top = pre.scrollTop;
+    if (top >= this.argsTop - 1 || pre.scrollHeight - top - pre.clientHeight < 40) {
       pre.scrollTop = pre.scrollHeight;
+      this.argsTop = pre.scrollTop;
     }
   }
 
@@ -304,6 +322,13 @@ export class ToolParts {
       if (final) {
         r.sink?.finish();
       }
+    }
+  }
+
+  /** After the frame's paints: what reads layout (the cards' arguments follow their end). */
+  settle(): void {
+    for (const card of this.cards.values()) {
+      card.settle();
     }
   }
 

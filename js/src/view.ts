@@ -7,7 +7,10 @@
  *     div.nbs-system            the system prompt, collapsible and editable (system.ts;
  *                               hidden when there is none)
  *     div.nbs-scroll            the messages (messages.ts)
- *     div.nbs-form              textarea.nbs-input, button.nbs-send, .nbs-stop,
+ *     div.nbs-form              div.nbs-attach-notice, div.nbs-attach-tray, button.nbs-attach
+ *                               (composer.ts: files for the next message, picked, pasted
+ *                               or dropped onto the widget), textarea.nbs-input,
+ *                               button.nbs-send, .nbs-stop,
  *                               .nbs-regenerate, .nbs-clear, .nbs-system-add (shown
  *                               while there is no system prompt), .nbs-copy-all (the
  *                               conversation shown, as Markdown: transcript.ts)
@@ -33,10 +36,11 @@
  */
 import type { Siblings } from "./branches";
 import type { Changes, Entry, MessageChange } from "./buffer";
+import { Composer } from "./composer";
 import { type ConnectionState, type LostReason, lostMessage } from "./connection";
 import { Highlighter, type IdleScheduler } from "./highlight";
 import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
-import type { PaneInfo } from "./protocol";
+import type { AttachmentPolicy, PaneInfo, SendAttachment } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
 import type { SizedMode } from "./sized";
 import { SystemPromptBar } from "./system";
@@ -44,9 +48,16 @@ import { conversationMarkdown } from "./transcript";
 
 export type { MarkdownMode } from "./messages";
 
+/** A Send's attachments: descriptors, their bytes (the message's buffers), and its number. */
+export interface SendAttachments {
+  attachments: SendAttachment[];
+  buffers: ArrayBuffer[];
+  draft: number;
+}
+
 /** What the user can ask for; the stops return whether there was anything to stop. */
 export interface ViewActions {
-  send(text: string): void;
+  send(text: string, attachments?: SendAttachments): void;
   /** chat and stream: the live reply; compare: every pane */
   stop(): boolean;
   /** compare: the live reply of one pane */
@@ -91,12 +102,24 @@ export interface ViewOptions {
 export interface WidgetView {
   readonly root: HTMLDivElement;
   /**
-   * The frame's DOM work: renders `changes`, sets the buttons from `summary`,
-   * and keeps the lists at the bottom unless the user scrolled away. `now` is
-   * the frame's time (ms, monotonic). Status changes go to the live region
-   * when `announce` (not for the history shown on render).
+   * The frame's DOM work: renders `changes` and sets the buttons from
+   * `summary`; it writes and never reads layout. `now` is the frame's time
+   * (ms, monotonic). Status changes go to the live region when `announce`
+   * (not for the history shown on render).
    */
   paint(changes: Changes, summary: Summary, now: number, announce?: boolean): void;
+  /**
+   * After a frame's paints: keeps the lists at the bottom unless the user
+   * scrolled away. It reads layout, so the frame loop calls it once every view
+   * on the page painted (the page is laid out once per frame, not per view).
+   */
+  settle(): void;
+  /**
+   * Whether the view is in sight (or near it): out of sight, its messages are
+   * not rendered by the browser (`content-visibility: hidden`, at their last
+   * size) until it comes back. The page's frame loop says so.
+   */
+  setInSight(inSight: boolean): void;
   setTitle(title: string): void;
   setSourceLabel(label: string): void;
   setPlaceholder(placeholder: string): void;
@@ -105,6 +128,10 @@ export interface WidgetView {
   setSiblings(siblings: ReadonlyMap<string, Siblings>): void;
   /** The kernel's system prompt (null: none); shown by the chat layout only. */
   setSystemPrompt(prompt: string | null): void;
+  /** What the user may attach (null: nothing; an older kernel). */
+  setAttachmentPolicy(policy: AttachmentPolicy | null): void;
+  /** The kernel refused the Send `draft` (its attachments): give it back, say `reason`. */
+  refused(draft: number, reason: string): void;
   /**
    * Whether the widget is connected to a kernel (connection.ts). When it is not, the
    * view says so, shows live messages as cut off and offers nothing that asks the
@@ -127,6 +154,8 @@ const LOCAL_BUTTONS = [
   "nbs-jump",
   "nbs-reasoning-toggle",
   "nbs-system-toggle",
+  "nbs-att-thumb", // shows an attachment's preview larger
+  "nbs-attach-remove", // takes a file off the tray before sending
 ];
 
 function asksTheKernel(b: HTMLButtonElement): boolean {
@@ -176,6 +205,16 @@ export abstract class BaseView implements WidgetView {
   private readonly titleEl: HTMLElement;
   private readonly sourceEl: HTMLElement;
   private readonly timers = new Set<number>();
+  /** files for the next message (a layout with an input box makes one: makeComposer) */
+  protected composer: Composer | null = null;
+  private composerInput: HTMLTextAreaElement | null = null;
+  private policy: AttachmentPolicy | null = null;
+  /** Sends whose attachments may still be refused: their text and files, by number */
+  private readonly drafts = new Map<number, { text: string; files: File[] }>();
+  private draftCount = 0;
+  /** Sends go out in order, each after its files were read */
+  private sending: Promise<void> = Promise.resolve();
+  private inFlight = 0;
   /** whether a kernel hears this widget (see {@link WidgetView.setConnection}) */
   protected connected = true;
   /** `div.nbs-offline`, made when the widget first loses its kernel */
@@ -264,7 +303,94 @@ export abstract class BaseView implements WidgetView {
   protected startEdit(_id: string): void {}
   setSystemPrompt(_prompt: string | null): void {}
 
+  setAttachmentPolicy(policy: AttachmentPolicy | null): void {
+    this.policy = policy;
+    this.composer?.update();
+  }
+
+  refused(draft: number, reason: string): void {
+    const d = this.drafts.get(draft);
+    this.drafts.delete(draft);
+    if (d === undefined || this.composer === null) {
+      return;
+    }
+    const input = this.composerInput;
+    if (input !== null && input.value.trim() === "") {
+      input.value = d.text; // the question comes back too, unless something new was typed
+      input.dispatchEvent(new Event("input"));
+    }
+    this.composer.restore(d.files, reason);
+  }
+
+  /**
+   * Gives the layout's form a composer: the Attach button before `input`, the
+   * tray and the notice above it; files dropped anywhere on the widget.
+   */
+  protected makeComposer(
+    form: HTMLElement,
+    input: HTMLTextAreaElement,
+    onChange: () => void,
+  ): void {
+    const composer = new Composer(this.doc, this.root, input, {
+      policy: () => this.policy,
+      label: () => this.sourceEl.textContent || "This model",
+      onChange,
+      signal: this.listeners.signal,
+    });
+    form.insertBefore(composer.notice, input);
+    form.insertBefore(composer.tray, input);
+    form.insertBefore(composer.button, input);
+    form.appendChild(composer.input);
+    this.composer = composer;
+    this.composerInput = input;
+    composer.update();
+  }
+
+  /**
+   * Sends `text` with the composer's files. Reading the files takes a moment
+   * (a promise): Sends stay in order, and one without files and nothing ahead
+   * of it goes at once.
+   */
+  protected sendWithAttachments(text: string): void {
+    const composer = this.composer;
+    if ((composer === null || composer.count === 0) && this.inFlight === 0) {
+      this.actions.send(text);
+      return;
+    }
+    const taking = composer === null ? Promise.resolve(null) : composer.take();
+    this.inFlight++;
+    this.sending = this.sending
+      .then(async () => {
+        const draft = await taking;
+        if (draft === null) {
+          this.actions.send(text);
+          return;
+        }
+        const n = ++this.draftCount;
+        this.drafts.set(n, { text, files: draft.files });
+        for (const old of this.drafts.keys()) {
+          if (this.drafts.size <= 4) {
+            break;
+          }
+          this.drafts.delete(old); // keep the last few: a refusal comes at once
+        }
+        this.actions.send(text, {
+          attachments: draft.attachments,
+          buffers: draft.buffers,
+          draft: n,
+        });
+      })
+      .catch((err: unknown) => {
+        console.error("nbstream: sending the attachments failed", err);
+        this.composer?.say("The attachments could not be read; nothing was sent.");
+      })
+      .finally(() => {
+        this.inFlight--;
+      });
+  }
+
   dispose(): void {
+    this.composer?.dispose();
     this.listeners.abort();
     this.highlighter?.dispose();
     const win = this.doc.defaultView;
@@ -276,6 +402,16 @@ export abstract class BaseView implements WidgetView {
 
   flushHighlighting(): void {
     this.highlighter?.flush();
+  }
+
+  settle(): void {
+    for (const list of this.lists) {
+      list.settle();
+    }
+  }
+
+  setInSight(inSight: boolean): void {
+    this.root.classList.toggle("nbs-out-of-sight", !inSight);
   }
 
   protected newList(label: string, canContinue = false, canEdit = false): MessageList {
@@ -529,6 +665,7 @@ export class ChatView extends BaseView {
     const cancelEdit = this.button("nbs-edit-cancel", "Cancel", "Cancel the edit");
     editing.append(editingText, cancelEdit);
     form.append(editing, input, buttons);
+    this.makeComposer(form, input, () => this.updateSend());
     this.editing = editing;
     this.input = input;
     this.sendButton = send;
@@ -612,7 +749,6 @@ export class ChatView extends BaseView {
     if (this.copyAllButton !== null) {
       this.setDisabled(this.copyAllButton, summary.empty);
     }
-    this.messages.settle();
   }
 
   protected override updateHeader(): void {
@@ -664,7 +800,7 @@ export class ChatView extends BaseView {
       this.actions.edit(this.editId, text);
       this.stopEditing(false);
     } else {
-      this.actions.send(text);
+      this.sendWithAttachments(text);
     }
     this.input.value = "";
     this.updateSend();

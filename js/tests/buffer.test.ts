@@ -321,3 +321,31 @@ describe("Conversation: property", () => {
     );
   });
 });
+
+describe("Conversation: what kind of change waits (for the page's frame loop)", () => {
+  it("tells more text from other changes, and a reply's end from both", () => {
+    const c = new Conversation();
+    expect(c.pendingKind()).toBe("appended"); // nothing
+    c.applyState([message("q", { role: "user", status: "done", text: "hi" }), message("a")]);
+    expect(c.pendingKind()).toBe("changed"); // new messages; a question is final from the start
+    c.take();
+    c.applyDelta(delta("a", 1, "more "));
+    c.applyDelta(delta("a", 2, "text"));
+    expect(c.pendingKind()).toBe("appended");
+    c.take();
+    c.applyState([
+      message("q", { role: "user", status: "done", text: "hi" }),
+      message("a", { text: "more text", seq: 2, status: "running", error: "slow" }),
+    ]);
+    expect(c.pendingKind()).toBe("changed"); // chrome
+    c.take();
+    c.applyDelta(delta("a", 3, "!"));
+    c.applyState([
+      message("q", { role: "user", status: "done", text: "hi" }),
+      message("a", { text: "more text!", seq: 3, status: "done" }),
+    ]);
+    expect(c.pendingKind()).toBe("ended");
+    c.take();
+    expect(c.pendingKind()).toBe("appended");
+  });
+});

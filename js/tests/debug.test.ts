@@ -23,6 +23,7 @@ describe("toViewDebug", () => {
     expect(
       toViewDebug({ markdown: "full", acks: "every-frame", ack_gap_ms: 250, sized: "at-once" }),
     ).toEqual({ markdown: "full", acks: "every-frame", ack_gap_ms: 250, sized: "at-once" });
+    expect(toViewDebug({ frames: "per-view" })).toEqual({ frames: "per-view" });
     expect(
       toViewDebug({ markdown: "fast", acks: 1, ack_gap_ms: -5, sized: null, frames: "x" }),
     ).toEqual({});
@@ -37,6 +38,9 @@ describe("toViewDebug", () => {
     });
     expect(debugMountOptions({ acks: "every-frame", ack_gap_ms: 250 })).toEqual({ ackGapMs: 0 });
     expect(debugMountOptions({ ack_gap_ms: 250 })).toEqual({ ackGapMs: 250 });
+    // the page's one frame loop as shipped; "per-view": a loop of the view's own
+    expect(debugMountOptions({ frames: "shared" })).toEqual({});
+    expect(debugMountOptions({ frames: "per-view" })).toEqual({ frames: "per-view" });
   });
 });
 

@@ -9,6 +9,8 @@ type Handler = (...args: never[]) => void;
 
 export class FakeModel implements AnyModel<ChatTraits> {
   readonly sent: ViewMsg[] = [];
+  /** the binary buffers of each message sent (attachments), in the order of `sent` */
+  readonly sentBuffers: unknown[][] = [];
   private readonly traits: Partial<ChatTraits>;
   private readonly handlers = new Map<string, Set<Handler>>();
   widget_manager = {
@@ -72,8 +74,9 @@ export class FakeModel implements AnyModel<ChatTraits> {
 
   save_changes(): void {}
 
-  send(content: unknown): void {
+  send(content: unknown, _callbacks?: unknown, buffers?: unknown[]): void {
     this.sent.push(content as ViewMsg);
+    this.sentBuffers.push(buffers ?? []);
   }
 
   /** A custom message from the kernel. */
@@ -98,6 +101,7 @@ export class FakeModel implements AnyModel<ChatTraits> {
   drain<K extends ViewMsg["kind"]>(kind: K): Extract<ViewMsg, { kind: K }>[] {
     const out = this.sent.filter((m): m is Extract<ViewMsg, { kind: K }> => m.kind === kind);
     this.sent.length = 0;
+    this.sentBuffers.length = 0;
     return out;
   }
 

@@ -3,6 +3,7 @@ import {
   deltaKey,
   FINAL_STATUSES,
   FINAL_TOOL_STATES,
+  isRefusedMsg,
   metaKey,
   type Status,
   toDeltaParts,
@@ -71,6 +72,7 @@ describe("toMessageMeta", () => {
       options: { temperature: 0 },
       parent: null,
       tools: [{ id: "c", name: "f", state: "done", round: 0 }, { id: 3 }],
+      attachments: [{ name: "a.png", mime: "image/png", size: 1, kind: "image" }],
     });
     expect(full).toEqual({
       role: "user",
@@ -87,6 +89,7 @@ describe("toMessageMeta", () => {
       parent: null,
       // a malformed call is null, so that each keeps its call's number
       tools: [{ id: "c", name: "f", state: "done", round: 0 }, null],
+      attachments: [{ name: "a.png", mime: "image/png", size: 1, kind: "image" }],
     });
     const bad = toMessageMeta({
       seq: -1,
@@ -98,6 +101,7 @@ describe("toMessageMeta", () => {
       options: [1],
       stats: "x",
       tools: { id: "c" },
+      attachments: "a.png",
     });
     expect(bad).toEqual({
       role: "assistant",
@@ -150,13 +154,25 @@ describe("toMessageState", () => {
       finish_reason: "stop",
       options: { top_p: 0.5 },
       parent: "m1",
+      attachments: [{ name: "a.csv", mime: "text/csv", size: 1, kind: "text" }, 7],
     });
     expect(full).toMatchObject({
       pane: 1,
       finish_reason: "stop",
       options: { top_p: 0.5 },
       parent: "m1",
+      attachments: [{ name: "a.csv", mime: "text/csv", size: 1, kind: "text" }],
     });
+  });
+});
+
+describe("isRefusedMsg", () => {
+  it("takes a refusal with its draft number and reason, nothing else", () => {
+    expect(isRefusedMsg({ kind: "refused", draft: 3, reason: "too large" })).toBe(true);
+    expect(isRefusedMsg({ kind: "refused", draft: 1.5, reason: "x" })).toBe(false);
+    expect(isRefusedMsg({ kind: "refused", draft: 1 })).toBe(false);
+    expect(isRefusedMsg({ kind: "delta", draft: 1, reason: "x" })).toBe(false);
+    expect(isRefusedMsg(null)).toBe(false);
   });
 });
 

@@ -7,6 +7,7 @@ import { Conversation } from "../src/buffer";
 import { mountChat } from "../src/chat";
 import { KeyReader } from "../src/keys";
 import { toDeltaParts, toToolMetas } from "../src/protocol";
+import type { FrameWork, PageFrames } from "../src/scheduler";
 import { FakeFrames, FakeModel } from "./fakes";
 
 type State = Record<string, unknown>;
@@ -173,6 +174,89 @@ describe("the tool-call card", () => {
     expect(v.msg("m2")?.querySelector(":scope > .nbs-text")?.textContent?.trim()).toBe(
       "Let me check.",
     );
+  });
+
+  it("the arguments follow their end, read after every view wrote (not in the paint)", () => {
+    // a layout for the arguments' box in jsdom: 10 px a character, 100 px high, scrollTop kept
+    const reads: string[] = [];
+    const tops = new WeakMap<Element, number>();
+    const proto = HTMLPreElement.prototype;
+    const saved = ["scrollHeight", "clientHeight", "scrollTop"].map(
+      (k) => [k, Object.getOwnPropertyDescriptor(proto, k)] as const,
+    );
+    Object.defineProperty(proto, "scrollHeight", {
+      configurable: true,
+      get(this: HTMLElement) {
+        reads.push("scrollHeight");
+        return (this.textContent?.length ?? 0) * 10;
+      },
+    });
+    Object.defineProperty(proto, "clientHeight", { configurable: true, get: () => 100 });
+    Object.defineProperty(proto, "scrollTop", {
+      configurable: true,
+      get(this: HTMLElement) {
+        reads.push("scrollTop");
+        return tops.get(this) ?? 0;
+      },
+      set(this: HTMLElement, v: number) {
+        const max = Math.max(0, (this.textContent?.length ?? 0) * 10 - 100);
+        tops.set(this, Math.min(max, Math.max(0, v)));
+      },
+    });
+    cleanups.push(() => {
+      for (const [k, d] of saved) {
+        if (d === undefined) {
+          delete (proto as unknown as Record<string, unknown>)[k];
+        } else {
+          Object.defineProperty(proto, k, d);
+        }
+      }
+    });
+    // a page loop by hand: run (writes), then settle (reads), as scheduler.ts does
+    let work: FrameWork | null = null;
+    const page: PageFrames = {
+      register(w) {
+        work = w;
+        return { request: () => undefined, pending: false, dispose: () => undefined };
+      },
+      stats: {} as PageFrames["stats"],
+    };
+    const model = new FakeModel();
+    model.update({ last_id: 2, m1: user("?"), m2: reply("running", 0), live: { m2: 0 } });
+    const el = document.createElement("div");
+    document.body.appendChild(el);
+    cleanups.push(mountChat(model, el, { frames: page, now: () => 0, idle: null }));
+    const pre = () => el.querySelector<HTMLPreElement>(".nbs-tool-args");
+    let seq = 0;
+    const args = (text: string) => {
+      seq += 1;
+      model.update({
+        [`m2.${seq}`]: [["tool", text, 0]],
+        m2: reply("running", seq, { tools: [call("streaming")] }),
+        live: { m2: seq },
+      });
+      reads.length = 0;
+      (work as FrameWork | null)?.run(0);
+      const inPaint = reads.length;
+      (work as FrameWork | null)?.settle?.();
+      return inPaint;
+    };
+    expect(args('{"query": "')).toBe(0); // the paint reads no layout
+    expect(reads).toContain("scrollHeight"); // the settle does
+    expect(args("x".repeat(50))).toBe(0);
+    expect(pre()?.scrollTop).toBe(610 - 100); // at the end: 61 characters
+    // a batch taller than the old 40 px slack still follows (the page loop batches)
+    args("y".repeat(30));
+    expect(pre()?.scrollTop).toBe(910 - 100);
+    // the user scrolls up in it: left there while more arrives
+    const box = pre() as HTMLPreElement;
+    box.scrollTop = 200;
+    args("z".repeat(5));
+    expect(box.scrollTop).toBe(200);
+    // back at the end: followed again
+    box.scrollTop = 10_000;
+    args("w".repeat(5));
+    expect(box.scrollTop).toBe(1010 - 100);
   });
 
   it("a reply shown whole (a saved notebook) renders its cards and rounds the same", () => {

@@ -124,6 +124,7 @@ describe("untrusted text", () => {
       "BUTTON",
       "DETAILS",
       "DIV",
+      "INPUT", // the composer's file picker (hidden; composer.ts)
       "P",
       "PRE",
       "SPAN",
@@ -369,7 +370,7 @@ describe("list", () => {
 describe("cleanup", () => {
   it("removes the listeners, cancels the frame and the DOM", () => {
     const v = mount([message("a")]);
-    expect(v.model.listenerCount()).toBe(9); // with comm_live_update (connection.ts);
+    expect(v.model.listenerCount()).toBe(10); // with attachment_policy (#21) and comm_live_update (connection.ts)
     v.model.delta("a", 1, "x");
     expect(v.frames.pending).toBe(1);
     v.cleanup();

@@ -10,7 +10,9 @@ reply's source sees: the path to it, turns alternating user / assistant.
 
 Answers are anything with an ``id``, a ``parent``, a ``pane``, a ``text``, its
 ``tool_calls`` and ``history_messages()`` (:class:`Answer`): this module imports
-nothing of the widgets.
+nothing of the widgets. A user turn holds its attachments (#21) with their previews
+(:class:`~nbstream.core.attachment.Attached`, immutable, made on the thread
+that asks), and hands them to the model with its text (:meth:`UserTurn.message`).
 
 Thread ownership: every field is guarded by :attr:`History.lock` (an
 ``RLock``), which the widget also holds around compound steps (a new prompt
@@ -25,6 +27,7 @@ import threading
 from collections.abc import Sequence
 from typing import Generic, Protocol, TypeVar
 
+from ..core.attachment import Attached, Attachment
 from ..core.pieces import ChatMessage
 from .branches import Branches
 
@@ -32,14 +35,29 @@ __all__ = ["Answer", "History", "UserTurn"]
 
 
 class UserTurn:
-    """A prompt in the history (immutable): its text, and the message it follows."""
+    """A prompt in the history (immutable): its text, the message it follows, and
+    its attachments with their previews."""
 
-    __slots__ = ("id", "parent", "text")
+    __slots__ = ("attached", "id", "parent", "text")
 
-    def __init__(self, id: str, text: str, parent: str | None = None) -> None:
+    def __init__(self, id: str, text: str, parent: str | None = None,
+                 attached: tuple[Attached, ...] = ()) -> None:
         self.id = id
         self.text = text
         self.parent = parent
+        self.attached = attached
+
+    @property
+    def attachments(self) -> tuple[Attachment, ...]:
+        """What the turn carries besides its text."""
+        return tuple(a.attachment for a in self.attached)
+
+    def message(self) -> ChatMessage:
+        """The turn as a source sees it (its attachments with it)."""
+        m: ChatMessage = {"role": "user", "content": self.text}
+        if self.attached:
+            m["attachments"] = self.attachments
+        return m
 
 
 class Answer(Protocol):
@@ -171,17 +189,17 @@ class History(Generic[A]):
         if system_prompt:
             msgs.append({"role": "system", "content": system_prompt})
         entries = self.path(reply.id)  # the path to this reply, whichever branch shows
-        unanswered: str | None = None  # the latest prompt, until its answer comes
+        unanswered: UserTurn | None = None  # the latest prompt, until its answer comes
         for e in entries:
             if e is reply:
                 break
             if isinstance(e, UserTurn):
-                unanswered = e.text  # an earlier prompt left unanswered is dropped
+                unanswered = e  # an earlier prompt left unanswered is dropped
             elif (e.pane == reply.pane and unanswered is not None
                   and (e.text or e.tool_calls)):
-                msgs.append({"role": "user", "content": unanswered})
+                msgs.append(unanswered.message())
                 msgs.extend(e.history_messages(include_reasoning))
                 unanswered = None
         if unanswered is not None:
-            msgs.append({"role": "user", "content": unanswered})
+            msgs.append(unanswered.message())
         return msgs

@@ -5,30 +5,45 @@ Pure functions and immutable data (no widget, no thread of its own): any thread 
 use this module. The widget side (``chat.py``) turns a :class:`Transcript` into
 messages of the view, and its history back into one.
 
-The file format (JSON, UTF-8), version 2::
+The file format (JSON, UTF-8), version 3::
 
     {
       "format": "nbstream-conversation",
-      "version": 2,
+      "version": 3,
       "title": "",                      # the widget's title (optional)
       "system_prompt": null,            # str or null (optional)
       "current": "m4",                  # the last message of the branch shown (optional;
                                         #  absent or null: the last message of the file)
       "messages": [                     # every message, each parent before its children
         {"id": "m1", "parent": null, "role": "user", "content": "Hi?",
-         "status": "done"},
+         "status": "done",
+         "attachments": [               # (optional) what the question carries, in order
+           {"name": "plot.png", "mime": "image/png", "size": 23456, "width": 640,
+            "height": 480, "note": "", "sha256": "9f86d0…"}]},
         {"id": "m2", "parent": "m1", "role": "assistant", "content": "Hello!",
          "reasoning": "", "status": "done", "finish_reason": "stop", "error": null}
-      ]
+      ],
+      "attachments": {                  # (optional) each attachment's content, once,
+        "9f86d0…": "iVBORw0KGgo…"       #  base64 by its sha256 (the same image in two
+      }                                 #  branches is stored once)
     }
 
-Version 2 adds ``rounds`` to an assistant message that called tools (absent
-otherwise): the reply round by round, each ``{"reasoning", "content",
-"tool_calls": [{"id", "name", "arguments", "state", "result", "display",
-"error", "ms"}]}`` (``result``: what the model was told, or null; ``display``:
-the view's bounded MIME bundle; ``state`` a final tool-call state); the
-message's ``content`` and ``reasoning`` are then the rounds' joined. Files of
-version 1 (no tool calls) are read as before.
+Attachments are kept whole, inside the file (base64, a third larger than the
+content), so a conversation file stands on its own; their size is bounded by
+the widget's :class:`~nbstream.core.attachment.AttachmentLimits` (64 MB per
+conversation by default). On reading, each content must match its ``sha256``
+and ``size``.
+
+An assistant message that called tools has ``rounds`` (absent otherwise): the
+reply round by round, each ``{"reasoning", "content", "tool_calls": [{"id",
+"name", "arguments", "state", "result", "display", "error", "ms"}]}``
+(``result``: what the model was told, or null; ``display``: the view's bounded
+MIME bundle; ``state`` a final tool-call state); the message's ``content`` and
+``reasoning`` are then the rounds' joined.
+
+Versions: 3 is this one. Version 2 added either ``rounds`` (tool calls) or
+attachments (the two were built apart, each as its version 2); version 1 has
+neither. Every one of them is read.
 
 A conversation is a tree: each message names its ``parent`` (null: a first
 message), and messages with the same parent are alternatives (siblings: an
@@ -47,6 +62,8 @@ JSON) or the entry.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -56,6 +73,7 @@ from pathlib import Path
 from typing import Any, Literal, cast, get_args
 
 from ..checks import short
+from ..core.attachment import Attachment, kind_of, parse_text_block
 from ..core.pieces import FINAL_STATUSES, FinishReason, Status
 
 __all__ = [
@@ -73,8 +91,8 @@ __all__ = [
 #: the ``format`` field of a conversation file
 FORMAT = "nbstream-conversation"
 #: the version this nbstream writes; it reads this one and the ones in READS
-VERSION = 2
-READS = frozenset({1, 2})
+VERSION = 3
+READS = frozenset({1, 2, 3})
 
 StoredRole = Literal["user", "assistant"]
 FINISH_REASONS: frozenset[str] = frozenset(get_args(FinishReason))
@@ -105,9 +123,12 @@ class StoredMessage:
     error: str | None = None
     #: a reply that called tools, round by round (see the module docstring); None: none
     rounds: tuple[Mapping[str, Any], ...] | None = None
+    #: what a user message carries besides its text
+    attachments: tuple[Attachment, ...] = ()
 
     def as_json(self) -> dict[str, Any]:
-        """The message as the file holds it."""
+        """The message as the file holds it (attachments by reference: their content
+        is in the file's ``attachments``, see :meth:`Transcript.as_json`)."""
         out: dict[str, Any] = {"id": self.id, "parent": self.parent, "role": self.role,
                                "content": self.content, "status": self.status}
         if self.role == "assistant":
@@ -115,6 +136,8 @@ class StoredMessage:
                        error=self.error)
             if self.rounds is not None:
                 out["rounds"] = [dict(r) for r in self.rounds]
+        if self.attachments:
+            out["attachments"] = [_attachment_ref(a) for a in self.attachments]
         return out
 
 
@@ -143,9 +166,74 @@ class Transcript:
 
     def as_json(self) -> dict[str, Any]:
         """The file's content."""
-        return {"format": FORMAT, "version": VERSION, "title": self.title,
-                "system_prompt": self.system_prompt, "current": self.current,
-                "messages": [m.as_json() for m in self.messages]}
+        out: dict[str, Any] = {"format": FORMAT, "version": VERSION, "title": self.title,
+                               "system_prompt": self.system_prompt, "current": self.current,
+                               "messages": [m.as_json() for m in self.messages]}
+        contents = {a.digest: base64.b64encode(a.data).decode("ascii")
+                    for m in self.messages for a in m.attachments}
+        if contents:
+            out["attachments"] = contents
+        return out
+
+
+# ---------------------------------------------------------------- attachments
+def _attachment_ref(a: Attachment) -> dict[str, Any]:
+    ref: dict[str, Any] = {"name": a.name, "mime": a.mime, "size": a.size}
+    if a.width is not None and a.height is not None:
+        ref.update(width=a.width, height=a.height)
+    if a.note:
+        ref["note"] = a.note
+    ref["sha256"] = a.digest
+    return ref
+
+
+def _attachment_of(ref: object, contents: Mapping[str, bytes]) -> Attachment:
+    """The attachment a message's reference names (ValueError / TypeError: what is wrong)."""
+    if not isinstance(ref, dict):
+        raise TypeError(f"an attachment must be an object, got {short(ref)}")
+    name, mime, size, digest = ref.get("name"), ref.get("mime"), ref.get("size"), \
+        ref.get("sha256")
+    width, height, note = ref.get("width"), ref.get("height"), ref.get("note", "")
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"an attachment needs a str 'name', got {short(name)}")
+    if not isinstance(mime, str) or "/" not in mime:
+        raise TypeError(f"attachment {name!r} needs a MIME type 'mime', got {short(mime)}")
+    if not isinstance(digest, str) or digest not in contents:
+        raise ValueError(f"attachment {name!r}: its content ('sha256' {short(digest)}) is not "
+                         "in the file's 'attachments'")
+    data = contents[digest]
+    if size != len(data):
+        raise ValueError(f"attachment {name!r}: 'size' {short(size)} but the content has "
+                         f"{len(data)} bytes")
+    for key, value in (("width", width), ("height", height)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                  or value < 1):
+            raise TypeError(f"attachment {name!r}: {key!r} must be a positive int")
+    if not isinstance(note, str):
+        raise TypeError(f"attachment {name!r}: 'note' must be a str")
+    return Attachment(name, mime, data, width, height, note)
+
+
+def _contents(raw: object, where: str) -> dict[str, bytes]:
+    """A file's ``attachments``: each content decoded and checked against its sha256."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConversationFileError(f"{where}: 'attachments' must be an object, got "
+                                    f"{short(raw)}")
+    out: dict[str, bytes] = {}
+    for digest, text in raw.items():
+        try:
+            data = base64.b64decode(text, validate=True) if isinstance(text, str) else None
+        except ValueError:
+            data = None
+        if data is None:
+            raise ConversationFileError(f"{where}: attachments[{digest!r}] is not base64")
+        if hashlib.sha256(data).hexdigest() != digest:
+            raise ConversationFileError(f"{where}: attachments[{digest!r}] does not match its "
+                                        "sha256 (the file was changed or cut)")
+        out[digest] = data
+    return out
 
 
 # --------------------------------------------------------------------- files
@@ -191,6 +279,7 @@ def parse(data: object, where: str, text: str = "") -> Transcript:
         newer = " (written by a newer nbstream? upgrade it)" if version > VERSION else ""
         raise ConversationFileError(f"{where}: unknown version {version}; this nbstream reads "
                                     f"versions {', '.join(map(str, sorted(READS)))}{newer}")
+    contents = _contents(data.get("attachments"), where) if version >= 2 else {}
     title = data.get("title", "")
     system_prompt = data.get("system_prompt")
     current = data.get("current")
@@ -206,7 +295,7 @@ def parse(data: object, where: str, text: str = "") -> Transcript:
     seen: set[str] = set()
     for i, entry in enumerate(raw):
         try:
-            m = _stored(entry, seen)
+            m = _stored(entry, seen, contents)
         except (TypeError, ValueError) as exc:
             raise ConversationFileError(f"{where}: messages[{i}]{_line_of(raw, i, text)}: "
                                         f"{exc}") from None
@@ -233,7 +322,8 @@ def _line_of(raw: list[Any], i: int, text: str) -> str:
     return f" (id {mid!r}, line {text.count(chr(10), 0, found[before].start()) + 1})"
 
 
-def _stored(entry: object, seen: set[str]) -> StoredMessage:
+def _stored(entry: object, seen: set[str],
+            contents: Mapping[str, bytes] | None = None) -> StoredMessage:
     # one message of a file; ValueError says what is wrong with it
     if not isinstance(entry, dict):
         raise TypeError(f"must be an object, got {type(entry).__name__} {short(entry)}")
@@ -248,6 +338,11 @@ def _stored(entry: object, seen: set[str]) -> StoredMessage:
     if role not in ("user", "assistant"):
         raise ValueError(f"'role' must be 'user' or 'assistant', got {short(role)}")
     fields = _fields(entry, role)
+    refs = entry.get("attachments")
+    if refs is not None:
+        if not isinstance(refs, list) or (refs and role != "user"):
+            raise ValueError("'attachments' must be a list, on a user message")
+        fields["attachments"] = tuple(_attachment_of(r, contents or {}) for r in refs)
     return StoredMessage(mid, parent, cast(StoredRole, role), **fields)
 
 
@@ -385,6 +480,12 @@ def from_messages(messages: object, where: str) -> Transcript:
             raise ValueError(f"{arg}: item {i} has role {role!r}; a chat starts from 'user', "
                              "'assistant' and 'tool' messages (and one 'system' message first)")
         entry = dict(m)
+        attachments: tuple[Attachment, ...] = ()
+        if role == "user" and isinstance(entry.get("content"), list):
+            try:
+                entry["content"], attachments = _content_parts(entry["content"])
+            except (TypeError, ValueError) as exc:
+                raise type(exc)(f"{arg}: item {i} {exc}") from None
         if "reasoning" not in entry and "reasoning_content" in entry:
             entry["reasoning"] = entry["reasoning_content"]
         content = entry.get("content")
@@ -398,7 +499,7 @@ def from_messages(messages: object, where: str) -> Transcript:
             raise type(exc)(f"{arg}: item {i} {exc}") from None
         mid = f"h{len(out) + 1}"
         out.append(StoredMessage(mid, out[-1].id if out else None, cast(StoredRole, role),
-                                 **fields))
+                                 **fields, attachments=attachments))
     return Transcript(tuple(out), None, system_prompt)
 
 
@@ -453,6 +554,59 @@ def _tool_turn(last: StoredMessage | None, m: Mapping[str, Any], new_id: str
                           thought, "done",
                           "tool_calls" if calls else "stop", None, (new_round,))
     return [*([last] if last is not None else []), reply]
+
+
+_DATA_URL = re.compile(r"\Adata:([\w.+-]+/[\w.+-]+)(?:;[\w=.+-]+)*;base64,(.*)\Z", re.DOTALL)
+
+
+def _content_parts(parts: list[Any]) -> tuple[str, tuple[Attachment, ...]]:
+    """The question and the attachments of a user's content parts."""
+    from ..attachments import attach, unique_names  # (checks images: decodes them)
+
+    texts: list[str] = []
+    found: list[Attachment] = []
+    for j, part in enumerate(parts):
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind in ("text", "input_text") and isinstance(part.get("text"), str):
+            block = parse_text_block(part["text"])
+            if block is None:
+                texts.append(part["text"])
+            else:
+                found.append(block)
+            continue
+        if kind in ("image_url", "input_image"):
+            url = part.get("image_url")
+            url = url.get("url") if isinstance(url, dict) else url
+            mime, data = _data_url(url, f"part {j}")
+            if kind_of(mime) != "image":
+                raise ValueError(f"part {j}: an image_url of type {mime!r} is not an image")
+            found.append(attach(data, mime=mime))  # (named image.png, image-2.png...)
+            continue
+        if kind in ("file", "input_file"):
+            file = part.get("file") if kind == "file" else part
+            if not isinstance(file, dict):
+                raise TypeError(f"part {j}: a file part needs a 'file' object")
+            name = file.get("filename")
+            mime, data = _data_url(file.get("file_data"), f"part {j}")
+            found.append(attach(data, mime=mime, name=name if isinstance(name, str) and name
+                                else f"file-{len(found) + 1}"))
+            continue
+        raise ValueError(f"part {j}: a content part of type {short(kind)} is not one nbstream "
+                         "reads (text, image_url, file, input_text, input_image, input_file)")
+    return "\n\n".join(texts), unique_names(found)
+
+
+def _data_url(url: object, where: str) -> tuple[str, bytes]:
+    if not isinstance(url, str):
+        raise TypeError(f"{where}: needs a data: URL, got {short(url)}")
+    m = _DATA_URL.match(url)
+    if m is None:
+        raise ValueError(f"{where}: only base64 data: URLs are read (nbstream fetches nothing), "
+                         f"got {short(url[:60])}")
+    try:
+        return m[1].lower(), base64.b64decode(m[2], validate=True)
+    except ValueError:
+        raise ValueError(f"{where}: the data: URL is not valid base64") from None
 
 
 # ------------------------------------------------------------------ Markdown

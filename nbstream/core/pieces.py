@@ -3,9 +3,10 @@
 This module is the contract between ``sources/`` (producers, on worker
 threads), the stream core (``stream.py``) and the widgets (``reply.py``): the
 pieces, how a generation ended, a message's statuses, and the conversation a
-source is handed (:class:`ChatMessage`). It imports
-nothing else of nbstream, so both sides can depend on it without depending
-on each other.
+source is handed (:class:`ChatMessage`, whose user turns may carry
+attachments, :class:`~nbstream.core.attachment.Attachment`). It imports nothing else of
+nbstream but that sibling contract module, so both sides can depend on it
+without depending on each other.
 
 * A **piece** is a ``str``. A plain ``str`` is answer text; a
   :class:`Reasoning` (a ``str`` subclass) is the model's thinking, shown apart
@@ -21,9 +22,11 @@ on each other.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict, get_args
+
+from .attachment import Attachment
 
 #: Why a reply ended. Sources report ``stop``, ``length``, ``tool_calls``,
 #: ``abort`` (vLLM's), or None (a server's stream ended with neither a finish
@@ -93,6 +96,11 @@ class ChatMessageExtras(TypedDict, total=False):
     tool_call_id: str
     #: a ``"tool"`` turn: the tool's name
     name: str
+    #: a ``"user"`` turn: what it carries besides ``content`` (images, texts, files),
+    #: in order; a source converts them into what its model takes
+    #: (:mod:`nbstream.sources.content_parts`) or refuses what it cannot take
+    #: (:attr:`~nbstream.sources.base.Source.accepts`)
+    attachments: Sequence[Attachment]
 
 
 class ChatMessage(ChatMessageExtras):

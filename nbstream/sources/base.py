@@ -25,6 +25,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from ..core.attachment import TEXT_ONLY, UnsupportedAttachment, takes
 from ..core.loading import report_loading
 from ..core.pieces import Cancelled, ChatMessage, Outcome, Reasoning, ToolCallDelta, ToolSchema
 
@@ -140,6 +141,7 @@ class Source(ABC):
             raise ValueError(f"{source_name(self)} takes no generation options, "
                              f"got {sorted(options)}")
         self.check_tools(tools)
+        self.check_attachments(messages)
         return self.generate(messages, emit, cancel)
 
     def check_tools(self, tools: Sequence[ToolSchema]) -> None:
@@ -148,6 +150,31 @@ class Source(ABC):
         if tools and not self.supports_tools:
             raise ValueError(f"{source_name(self)} cannot call tools (its model is not "
                              f"given them); got {len(tools)}")
+
+    # -- attachments (#21) ------------------------------------------------------
+    @property
+    def accepts(self) -> frozenset[str]:
+        """The MIME patterns of the attachments this source hands its model
+        (``"image/*"``, ``"image/png"``, ``"application/pdf"``, ``"*/*"``...).
+
+        Text attachments go to every source that takes ``text/*`` (their text is
+        put into the prompt; see :mod:`nbstream.sources.content_parts`), which is
+        the default: a source takes images or files only where it says so. The
+        widgets refuse, at ``send``, what their source does not take (and the view
+        disables it).
+        """
+        return TEXT_ONLY
+
+    def check_attachments(self, messages: Sequence[ChatMessage]) -> None:
+        """Raise :class:`~nbstream.core.attachment.UnsupportedAttachment` when a
+        message carries an attachment this source does not take (:attr:`accepts`)."""
+        accepts = self.accepts
+        for m in messages:
+            for a in m.get("attachments", ()):
+                if not takes(accepts, a):
+                    raise UnsupportedAttachment(
+                        f"{self.label} takes no {a.kind}s of type {a.mime} (it takes "
+                        f"{', '.join(sorted(accepts))}): {a.name!r} cannot be sent")
 
     def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
         """The generation options a reply asked with ``options`` runs with, the

@@ -44,6 +44,7 @@ import threading
 from collections.abc import AsyncIterable, AsyncIterator, Callable, Hashable, Iterable, Sequence
 from typing import Any, ClassVar, cast
 
+from ..core.attachment import ANY_TYPE
 from ..core.pieces import Outcome, ToolCallDelta, ToolSchema
 from ..generation import GenerationOptions
 from .base import Cancelled, ChatMessage, Emit, Source, source_name
@@ -85,6 +86,12 @@ class IteratorSource(Source):
 
     def lane_key(self) -> Hashable:
         return ("iterator", id(self))
+
+    @property
+    def accepts(self) -> frozenset[str]:
+        """Every attachment: the function (or the text's callable) sees them in the
+        messages it is given (a user turn's ``attachments``)."""
+        return ANY_TYPE
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
                  cancel: threading.Event) -> Outcome | None:

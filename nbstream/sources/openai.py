@@ -59,7 +59,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.pieces import FinishReason, Outcome, Reasoning, ToolCallDelta
 from .base import ChatMessage, Emit, SourceError, ToolSchema
-from .sse import DEFAULT_BASE_URL, Progress, SSESource, error_text, trim
+from .content_parts import chat_content
+from .sse import (
+    DEFAULT_ACCEPTS,
+    DEFAULT_BASE_URL,
+    Progress,
+    SSESource,
+    error_text,
+    token_counts,
+    trim,
+)
 from .think import splitting
 from .toolcalls import CallIds, ToolCallAssembler, emit_call
 
@@ -68,7 +77,7 @@ if TYPE_CHECKING:
 
     from ..generation import GenerationOptions
 
-__all__ = ["DEFAULT_BASE_URL", "OpenAISource", "SourceError", "chat_message"]
+__all__ = ["DEFAULT_ACCEPTS", "DEFAULT_BASE_URL", "OpenAISource", "SourceError", "chat_message"]
 
 log = logging.getLogger("nbstream.sources.openai")
 
@@ -84,9 +93,11 @@ _USAGE_OPTION = "stream_options"
 
 def chat_message(message: ChatMessage) -> dict[str, Any]:
     """One turn of the conversation as ``/v1/chat/completions`` takes it: role and
-    content; an assistant's ``tool_calls`` (content may be ""); a tool turn's
-    ``tool_call_id`` (its ``name`` is not sent: OpenAI's API has no such field)."""
-    out: dict[str, Any] = {"role": message["role"], "content": message["content"]}
+    content (a user turn's attachments as content parts:
+    :func:`~nbstream.sources.content_parts.chat_content`); an assistant's
+    ``tool_calls`` (content may be ""); a tool turn's ``tool_call_id`` (its
+    ``name`` is not sent: OpenAI's API has no such field)."""
+    out: dict[str, Any] = {"role": message["role"], "content": chat_content(message)}
     calls = message.get("tool_calls")
     if calls:
         out["tool_calls"] = [
@@ -144,6 +155,9 @@ class OpenAISource(SSESource):
     #: ``max_new_tokens`` is sent as ``max_tokens``
     generation_options: ClassVar[frozenset[str]] = frozenset(
         {"temperature", "top_p", "max_new_tokens", "stop", "tool_choice"})
+    option_fields: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("temperature", "temperature"), ("top_p", "top_p"), ("max_new_tokens", "max_tokens"),
+        ("stop", "stop"))
 
     def __init__(self, model: str, base_url: str = DEFAULT_BASE_URL,
                  api_key: str | None = None, **kwargs: Any) -> None:
@@ -180,28 +194,10 @@ class OpenAISource(SSESource):
     def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
         """The reply's options over ``request_options``, in the generic names
         (what the server does with a field not sent is its own default)."""
-        fields = {**self.request_options, **self._option_fields(options)}
-        shown: dict[str, Any] = {}
-        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                          ("max_new_tokens", "max_tokens"), ("stop", "stop")):
-            if fields.get(key) is not None:
-                shown[name] = fields[key]
+        shown, fields = self._shown_options(options)
         if "max_new_tokens" not in shown and fields.get("max_completion_tokens") is not None:
             shown["max_new_tokens"] = fields["max_completion_tokens"]
-        if "tool_choice" in options:
-            shown["tool_choice"] = options["tool_choice"]
-        elif fields.get("tool_choice") is not None:
-            shown["tool_choice"] = fields["tool_choice"]
         return shown
-
-    @staticmethod
-    def _option_fields(options: GenerationOptions) -> dict[str, Any]:
-        fields: dict[str, Any] = {}
-        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                          ("max_new_tokens", "max_tokens"), ("stop", "stop")):
-            if name in options:
-                fields[key] = options[name]  # type: ignore[literal-required]
-        return fields
 
     # --------------------------------------------------------------- internals
     async def _attempts(self, messages: Sequence[ChatMessage], emit: Emit,
@@ -332,7 +328,8 @@ class _Ending:
                 self.finish = _FINISH.get(reason, "stop")
         usage = chunk.get("usage")
         if isinstance(usage, dict):
-            self.usage.update(_usage(usage))
+            counts = token_counts(usage, prompt="prompt_tokens", completion="completion_tokens")
+            self.usage.update(counts)
         timings = chunk.get("timings")
         if isinstance(timings, dict):
             self.timings.update({k: v for k, v in timings.items()
@@ -354,23 +351,6 @@ class _Ending:
         return Outcome(finish_reason=finish, usage=dict(self.usage), figures=figures)
 
 
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    """Token counts of an OpenAI usage object: prompt, completion, reasoning, cached."""
-    out: dict[str, int] = {}
-
-    def put(name: str, value: Any) -> None:
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[name] = value
-
-    put("prompt_tokens", usage.get("prompt_tokens"))
-    put("completion_tokens", usage.get("completion_tokens"))
-    details = usage.get("completion_tokens_details")
-    if isinstance(details, dict):
-        put("reasoning_tokens", details.get("reasoning_tokens"))
-    details = usage.get("prompt_tokens_details")
-    if isinstance(details, dict):
-        put("cached_tokens", details.get("cached_tokens"))
-    return out
 
 
 def _refuses_usage_option(exc: SourceError) -> bool:

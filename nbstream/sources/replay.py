@@ -49,6 +49,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Protocol, cast, get_args
 
+from ..core.attachment import ANY_TYPE
 from ..core.pieces import FinishReason, Outcome, Reasoning, ToolCallDelta
 from .base import Cancelled, ChatMessage, Emit, Source
 
@@ -279,6 +280,11 @@ class ReplaySource(Source):
     def lane_key(self) -> Hashable:
         return ("replay", id(self))
 
+    @property
+    def accepts(self) -> frozenset[str]:
+        """Every attachment (a replay does not look at the messages)."""
+        return ANY_TYPE
+
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
                  cancel: threading.Event) -> Outcome:
         start = self._clock()
@@ -350,6 +356,10 @@ class Recorder(Source):
 
     def prepare(self) -> None:
         self.source.prepare()
+
+    @property
+    def accepts(self) -> frozenset[str]:
+        return self.source.accepts
 
     # -- recording
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,

@@ -52,7 +52,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from ..core.pieces import FinishReason, Outcome, Reasoning
 from .base import ChatMessage, Emit, SourceError, ToolSchema
-from .sse import DEFAULT_BASE_URL, Progress, SSESource, trim
+from .content_parts import responses_content
+from .sse import DEFAULT_BASE_URL, Progress, SSESource, token_counts, trim
 from .think import splitting
 from .toolcalls import CallIds, ToolCallAssembler, emit_call
 
@@ -68,17 +69,19 @@ _ENDPOINT = "/responses"
 
 def response_items(message: ChatMessage) -> list[dict[str, Any]]:
     """One turn of the conversation as Responses API input items: a message
-    ``{"role", "content"}`` (none for an assistant turn that only called
-    tools), a ``function_call`` item per tool call, a ``function_call_output``
-    item for a tool turn."""
+    ``{"role", "content"}`` (a user turn's attachments as ``input_text``,
+    ``input_image`` and ``input_file`` items:
+    :func:`~nbstream.sources.content_parts.responses_content`; none for an
+    assistant turn that only called tools), a ``function_call`` item per tool
+    call, a ``function_call_output`` item for a tool turn."""
     role = message["role"]
     if role == "tool":
         return [{"type": "function_call_output", "call_id": message.get("tool_call_id", ""),
                  "output": message["content"]}]
     items: list[dict[str, Any]] = []
     calls = message.get("tool_calls") or []
-    if message["content"] or not calls:
-        items.append({"role": role, "content": message["content"]})
+    if message["content"] or not calls or message.get("attachments"):
+        items.append({"role": role, "content": responses_content(message)})
     for call in calls:
         items.append({"type": "function_call", "call_id": call["id"],
                       "name": call["function"]["name"],
@@ -125,6 +128,9 @@ class ResponsesSource(SSESource):
     #: ``max_new_tokens`` is sent as ``max_output_tokens`` (the API has no stop strings)
     generation_options: ClassVar[frozenset[str]] = frozenset(
         {"temperature", "top_p", "max_new_tokens", "tool_choice"})
+    option_fields: ClassVar[tuple[tuple[str, str], ...]] = (
+        ("temperature", "temperature"), ("top_p", "top_p"),
+        ("max_new_tokens", "max_output_tokens"))
 
     def __init__(self, model: str, base_url: str = DEFAULT_BASE_URL,
                  api_key: str | None = None, **kwargs: Any) -> None:
@@ -159,26 +165,7 @@ class ResponsesSource(SSESource):
 
     def options_in_force(self, options: GenerationOptions) -> dict[str, Any]:
         """The reply's options over ``request_options``, in the generic names."""
-        fields = {**self.request_options, **self._option_fields(options)}
-        shown: dict[str, Any] = {}
-        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                          ("max_new_tokens", "max_output_tokens")):
-            if fields.get(key) is not None:
-                shown[name] = fields[key]
-        if "tool_choice" in options:
-            shown["tool_choice"] = options["tool_choice"]
-        elif fields.get("tool_choice") is not None:
-            shown["tool_choice"] = fields["tool_choice"]
-        return shown
-
-    @staticmethod
-    def _option_fields(options: GenerationOptions) -> dict[str, Any]:
-        fields: dict[str, Any] = {}
-        for name, key in (("temperature", "temperature"), ("top_p", "top_p"),
-                          ("max_new_tokens", "max_output_tokens")):
-            if name in options:
-                fields[key] = options[name]  # type: ignore[literal-required]
-        return fields
+        return self._shown_options(options)[0]
 
     # --------------------------------------------------------------- internals
     async def _read_events(self, response: httpx.Response, body: Mapping[str, Any],
@@ -290,7 +277,7 @@ class _Reading:
                 self.reason = details["reason"]
             usage = response.get("usage")
             if isinstance(usage, dict):
-                self.usage = _usage(usage)
+                self.usage = token_counts(usage, prompt="input_tokens", completion="output_tokens")
             self.ended = True
         return out
 
@@ -342,20 +329,3 @@ def _error(payload: object) -> str:
     return trim(f"{code}: {text}" if code else text)
 
 
-def _usage(usage: dict[str, Any]) -> dict[str, int]:
-    """Token counts of a Responses usage object, in the names of ``Outcome.usage``."""
-    out: dict[str, int] = {}
-
-    def put(name: str, value: Any) -> None:
-        if isinstance(value, int) and not isinstance(value, bool):
-            out[name] = value
-
-    put("prompt_tokens", usage.get("input_tokens"))
-    put("completion_tokens", usage.get("output_tokens"))
-    details = usage.get("input_tokens_details")
-    if isinstance(details, dict):
-        put("cached_tokens", details.get("cached_tokens"))
-    details = usage.get("output_tokens_details")
-    if isinstance(details, dict):
-        put("reasoning_tokens", details.get("reasoning_tokens"))
-    return out

@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..core.attachment import ANY_TYPE
 from ..core.pieces import FinishReason, Outcome, Reasoning, ToolCallDelta
 from .base import Cancelled, ChatMessage, Emit, Source
 from .toolcalls import emit_call
@@ -171,6 +172,12 @@ class ScriptedSource(Source):
             script = script(messages)
         out += split_words(script) if isinstance(script, str) else list(script)
         return out
+
+    @property
+    def accepts(self) -> frozenset[str]:
+        """Every attachment: the function (or the text's callable) sees them in the
+        messages it is given (a user turn's ``attachments``)."""
+        return ANY_TYPE
 
     def generate(self, messages: Sequence[ChatMessage], emit: Emit,
                  cancel: threading.Event) -> Outcome:

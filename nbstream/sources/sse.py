@@ -51,7 +51,7 @@ import re
 import ssl
 import threading
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Coroutine, Hashable, Mapping, Sequence
+from collections.abc import AsyncIterator, Coroutine, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 try:
@@ -64,6 +64,7 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from .._version import __version__
+from ..core.attachment import RASTER_TYPES
 from ..core.pieces import Outcome
 from .base import Cancelled, ChatMessage, Emit, Source, SourceError, ToolSchema
 from .think import ThinkSplitter, ThinkTags, check_think_options
@@ -72,10 +73,13 @@ from .toolcalls import CallIds, check_tool_request
 if TYPE_CHECKING:
     from ..generation import GenerationOptions, ToolChoice
 
-__all__ = ["DEFAULT_BASE_URL", "MAX_LINE_BYTES", "BadStream", "SSESource", "SourceError",
-           "checked_text"]
+__all__ = ["DEFAULT_ACCEPTS", "DEFAULT_BASE_URL", "MAX_LINE_BYTES", "BadStream", "SSESource",
+           "SourceError", "checked_text"]
 
 DEFAULT_BASE_URL = "http://127.0.0.1:8000/v1"
+#: the attachments an HTTP source hands its server by default (#21): text, and images
+#: (PNG, JPEG, WebP, GIF: ``data:`` URLs); files only where ``accepts`` names their type
+DEFAULT_ACCEPTS: frozenset[str] = frozenset({"text/*", *RASTER_TYPES})
 API_KEY_ENV = "OPENAI_API_KEY"
 #: how often the watcher looks at the cancel event (seconds)
 _POLL = 0.05
@@ -108,6 +112,15 @@ class SSESource(Source):
     Replies of sources of one kind with the same ``base_url`` and ``model``
     share one lane that runs ``concurrency`` of them at once (servers batch
     requests).
+
+    Attachments (``chat.send(text, attachments=[...])``) go into the user turn
+    as the API's content parts (:mod:`nbstream.sources.content_parts`): images
+    as ``data:`` URLs, texts (files, tables) as text, other files as file parts.
+    ``accepts`` (MIME patterns) says what the server takes: by default text and
+    PNG / JPEG / WebP / GIF images (:data:`DEFAULT_ACCEPTS`); add
+    ``"application/pdf"`` for a server that reads PDFs (OpenAI's), or pass
+    ``{"text/*"}`` for a text-only model, so that the chat refuses an image at
+    once instead of the server.
     """
 
     #: the path after ``base_url`` (``"/chat/completions"``)
@@ -116,6 +129,8 @@ class SSESource(Source):
     reserved: ClassVar[Mapping[str, str]]
     #: first item of :meth:`lane_key`
     lane_kind: ClassVar[str]
+    #: the generation options sent as request fields: (option, field) pairs
+    option_fields: ClassVar[tuple[tuple[str, str], ...]]
 
     supports_tools: ClassVar[bool] = True
 
@@ -133,6 +148,7 @@ class SSESource(Source):
         headers: Mapping[str, str] | None = None,
         verify: bool | str | ssl.SSLContext = True,
         label: str | None = None,
+        accepts: Iterable[str] | None = None,
         **request_options: Any,
     ) -> None:
         kind = type(self).__name__
@@ -149,6 +165,11 @@ class SSESource(Source):
             raise ValueError("concurrency must be at least 1")
         think_tags, template_kwargs = check_think_options(think_tags, chat_template_kwargs,
                                                           where=kind)
+        if accepts is not None and (isinstance(accepts, str) or not all(
+                isinstance(p, str) and "/" in p for p in accepts)):
+            raise TypeError("accepts must be a collection of MIME patterns such as "
+                            "{'text/*', 'image/*', 'application/pdf'}")
+        self._accepts = DEFAULT_ACCEPTS if accepts is None else frozenset(accepts)
         clash = sorted(self.reserved.keys() & request_options.keys())
         if clash:
             hints = sorted({self.reserved[name] for name in clash})
@@ -187,6 +208,11 @@ class SSESource(Source):
     def lane_key(self) -> Hashable:
         return (self.lane_kind, self.base_url, self.model)
 
+    @property
+    def accepts(self) -> frozenset[str]:
+        """What the server is handed in attachments (see the class docstring)."""
+        return self._accepts
+
     @abstractmethod
     def request_body(self, messages: Sequence[ChatMessage],
                      options: GenerationOptions | None = None,
@@ -203,6 +229,7 @@ class SSESource(Source):
         """Stream the reply to ``messages``: one request, read until the server
         ends it; ``cancel`` closes the connection (see the module docstring)."""
         self.check_tools(tools)
+        self.check_attachments(messages)
         self.tool_choice(options, tools)  # a bad choice fails before the request
         if cancel.is_set():
             raise Cancelled()
@@ -218,6 +245,24 @@ class SSESource(Source):
             return check_tool_request(tools, options["tool_choice"], self.label)
         check_tool_request(tools, None, self.label)
         return None
+
+    def _option_fields(self, options: GenerationOptions) -> dict[str, Any]:
+        """The reply's generation options as request fields (:attr:`option_fields`)."""
+        return {key: options[name] for name, key in self.option_fields  # type: ignore[literal-required]
+                if name in options}
+
+    def _shown_options(self, options: GenerationOptions) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The reply's options in force, in the generic names, and the request fields
+        they come from (the reply's over ``request_options``); ``tool_choice`` the
+        reply's own, else a request option's."""
+        fields = {**self.request_options, **self._option_fields(options)}
+        shown = {name: fields[key] for name, key in self.option_fields
+                 if fields.get(key) is not None}
+        if "tool_choice" in options:
+            shown["tool_choice"] = options["tool_choice"]
+        elif fields.get("tool_choice") is not None:
+            shown["tool_choice"] = fields["tool_choice"]
+        return shown, fields
 
     def __repr__(self) -> str:
         shown = "".join(f", {k}={v!r}" for k, v in sorted(self.request_options.items()))
@@ -442,6 +487,31 @@ def error_text(payload: Any) -> str:
     if isinstance(payload, list) and payload:  # FastAPI validation errors
         return trim("; ".join(error_text(p) or json.dumps(p) for p in payload))
     return ""
+
+
+def token_counts(usage: Mapping[str, Any], *, prompt: str, completion: str) -> dict[str, int]:
+    """Token counts of a server's usage object, in the names of ``Outcome.usage``.
+
+    ``prompt`` and ``completion`` are the server's names for the two counts
+    (``prompt_tokens`` / ``completion_tokens`` in chat completions,
+    ``input_tokens`` / ``output_tokens`` in Responses); their ``<name>_details``
+    objects give the cached and the reasoning tokens. Anything not an int is left out.
+    """
+    out: dict[str, int] = {}
+
+    def put(name: str, value: Any) -> None:
+        if isinstance(value, int) and not isinstance(value, bool):
+            out[name] = value
+
+    put("prompt_tokens", usage.get(prompt))
+    put("completion_tokens", usage.get(completion))
+    details = usage.get(f"{prompt}_details")
+    if isinstance(details, dict):
+        put("cached_tokens", details.get("cached_tokens"))
+    details = usage.get(f"{completion}_details")
+    if isinstance(details, dict):
+        put("reasoning_tokens", details.get("reasoning_tokens"))
+    return out
 
 
 def _server_message(raw: bytes) -> str:

@@ -18,10 +18,12 @@ from ..checks import check_prompt, check_system_prompt, check_title, short
 from ..conversation import transcript
 from ..conversation.history import UserTurn
 from ..conversation.transcript import StoredMessage, Transcript
+from ..core.attachment import Attached, Attachment
 from ..core.pieces import FINAL_STATUSES
 from ..generation import GenerationOptions, check_generation
 from ..options import StreamOptions, Unpack, parse_options, with_options
-from ..sources.base import ChatMessage, Source, check_source, source_name
+from ..sources.base import Source, check_source, source_name
+from ..sources.content_parts import chat_content
 from .protocol import ViewMsg
 from .reply import Reply
 from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
@@ -111,6 +113,7 @@ class ChatWidget(StreamingWidget):
         self.generation = generation
         self.max_tool_rounds = max_tool_rounds
         self._set_tools(tools, "ChatWidget")
+        self._update_attachment_policy()
         if history.messages:
             self._restore(history.messages, source)
 
@@ -166,11 +169,24 @@ class ChatWidget(StreamingWidget):
             value, "ChatWidget.generation", label=source_name(self.source),
             supported=self.source.generation_options)
 
-    def send(self, text: str) -> Reply:
-        """Ask ``text``; returns a :class:`Reply` at once (generation runs on a worker)."""
+    def send(self, text: str, attachments: Sequence[Any] | None = None) -> Reply:
+        """Ask ``text``; returns a :class:`Reply` at once (generation runs on a worker).
+
+        ``attachments``: what the question carries besides its text: matplotlib
+        figures, PIL images, pandas / polars tables, numpy arrays, file paths,
+        objects with a rich repr, or :func:`nbstream.attach` results (see
+        :mod:`nbstream.attachments` for what each becomes). They are converted and
+        checked here, in the caller's cell, before anything changes: an object
+        that cannot be attached, a source that does not take it (an image for a
+        text-only model), or a limit of :attr:`attachment_limits` raises (an
+        :class:`~nbstream.core.attachment.AttachmentError`, a ``TypeError`` or a
+        ``FileNotFoundError``) and the chat is left as it was.
+        """
         check_prompt(text)
+        attached = self._attached(attachments, [self.source], "send")
         with self._lock:
-            self._new_turn(text)
+            self._check_chat_bytes(tuple(a.attachment for a in attached), "send")
+            self._new_turn(text, attached=attached)
             reply = self._new_reply(self.source, text)
         self._launch(reply)
         return reply
@@ -178,12 +194,18 @@ class ChatWidget(StreamingWidget):
     @property
     def messages(self) -> list[dict[str, Any]]:
         """The conversation shown (the branch in view): ``[{"role", "content", "id",
-        "status"}, ...]`` (a copy). :attr:`tree` has every branch."""
+        "status"}, ...]`` (a copy), a question with attachments with its
+        ``attachments`` (:class:`~nbstream.core.attachment.Attachment` objects).
+        :attr:`tree` has every branch."""
         entries = self._history.path()
         out: list[dict[str, Any]] = []
         for e in entries:
             if isinstance(e, UserTurn):
-                out.append({"role": "user", "content": e.text, "id": e.id, "status": "done"})
+                item: dict[str, Any] = {"role": "user", "content": e.text, "id": e.id,
+                                        "status": "done"}
+                if e.attached:
+                    item["attachments"] = list(e.attachments)
+                out.append(item)
             else:
                 m: dict[str, Any] = {"role": "assistant", "content": e.text, "id": e.id,
                                      "status": e.status}
@@ -196,23 +218,26 @@ class ChatWidget(StreamingWidget):
                 out.append(m)
         return out
 
-    def to_messages(self, include_reasoning: bool = False) -> list[ChatMessage]:
+    def to_messages(self, include_reasoning: bool = False) -> list[dict[str, Any]]:
         """The conversation shown, OpenAI-style: ``[{"role", "content"}, ...]``, the
         system prompt first (if any). Every message shown is there, an answer with no
         text too. A reply that called tools is an assistant turn per round, with its
         ``tool_calls``, each followed by a ``"tool"`` turn per call (``tool_call_id``,
         ``name``, and as ``content`` what the model was told). With
         ``include_reasoning``, a reply's reasoning comes first in its content in
-        ``<think>`` tags (as ``include_reasoning_in_history`` sends it to the model);
-        ``ChatWidget(source, messages=chat.to_messages(...))`` reads either form back."""
-        out: list[ChatMessage] = []
+        ``<think>`` tags (as ``include_reasoning_in_history`` sends it to the model).
+        A question with attachments has OpenAI content parts as its content
+        (``text``, ``image_url`` with a ``data:`` URL, ``file``; see
+        :func:`~nbstream.sources.content_parts.chat_content`).
+        ``ChatWidget(source, messages=chat.to_messages(...))`` reads every form back."""
+        out: list[dict[str, Any]] = []
         if self.system_prompt:
             out.append({"role": "system", "content": self.system_prompt})
         for e in self._history.path():
             if isinstance(e, UserTurn):
-                out.append({"role": "user", "content": e.text})
+                out.append({"role": "user", "content": chat_content(e.message())})
             else:  # one assistant turn, or (tool calls) one per round with its tool turns
-                out.extend(e.history_messages(include_reasoning))
+                out.extend(dict(m) for m in e.history_messages(include_reasoning))
         return out
 
     def to_markdown(self) -> str:
@@ -254,15 +279,20 @@ class ChatWidget(StreamingWidget):
         self._launch(reply)
         return reply
 
-    def edit(self, index: int, text: str) -> Reply:
+    def edit(self, index: int, text: str, attachments: Sequence[Any] | None = None) -> Reply:
         """Ask ``text`` in place of the user message ``messages[index]``: a new
         branch from that point (the old question and what followed it stay, as an
         alternative the view offers to switch back to), answered at once. A reply
-        still streaming in the old branch goes on. Returns the new :class:`Reply`."""
+        still streaming in the old branch goes on. Returns the new :class:`Reply`.
+
+        ``attachments``: None keeps the old question's; a list replaces them
+        (``[]``: none), as in :meth:`send`."""
         if isinstance(index, bool) or not isinstance(index, int):
             raise TypeError(f"edit(index, text): index must be an int (a position in "
                             f"chat.messages), got {type(index).__name__} {short(index)}")
         check_prompt(text, "edit")
+        attached = None if attachments is None else \
+            self._attached(attachments, [self.source], "edit")
         with self._lock:
             shown = self._history.path()
             if not -len(shown) <= index < len(shown):
@@ -271,7 +301,9 @@ class ChatWidget(StreamingWidget):
             if not isinstance(target, UserTurn):
                 raise ValueError(f"edit(index={index}): message {target.id} is an answer; "
                                  "only a question (a user message) can be edited")
-            return self._edit(target, text)
+            if attached is not None:
+                self._check_chat_bytes(tuple(a.attachment for a in attached), "edit")
+            return self._edit(target, text, attached)
 
     def switch_to(self, id: str) -> list[dict[str, Any]]:
         """Show the branch through message ``id`` (one of the alternatives at its place:
@@ -314,9 +346,12 @@ class ChatWidget(StreamingWidget):
         return [self.source]
 
     # -------------------------------------------------------------- internals
-    def _edit(self, target: UserTurn, text: str) -> Reply:
-        # caller holds _lock: a new question beside ``target``, and its answer
-        self._new_turn(text, parent=target.parent)
+    def _edit(self, target: UserTurn, text: str,
+              attached: tuple[Attached, ...] | None = None) -> Reply:
+        # caller holds _lock: a new question beside ``target`` (with its attachments,
+        # unless others are given), and its answer
+        self._new_turn(text, parent=target.parent,
+                       attached=target.attached if attached is None else attached)
         reply = self._new_reply(self.source, text)
         self._launch(reply)
         return reply
@@ -329,7 +364,7 @@ class ChatWidget(StreamingWidget):
         out: list[StoredMessage] = []
         for e in entries:
             if isinstance(e, UserTurn):
-                m = StoredMessage(e.id, e.parent, "user", e.text)
+                m = StoredMessage(e.id, e.parent, "user", e.text, attachments=e.attachments)
             else:
                 status, finish = e.status, e.finish_reason
                 if live_as_stopped and status not in FINAL_STATUSES:
@@ -345,8 +380,11 @@ class ChatWidget(StreamingWidget):
             out.append(m)
         return Transcript(tuple(out), current, self.system_prompt, self.title)
 
-    def _ask(self, text: str) -> None:
-        self.send(text)
+    def _ask(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+        self.send(text, list(attachments))
+
+    def _attachment_accepts(self) -> list[frozenset[str]]:
+        return [self.source.accepts]
 
     def _on_command(self, msg: ViewMsg) -> bool:
         if msg["kind"] == "regenerate":

@@ -16,6 +16,7 @@ from typing import Any
 import traitlets
 
 from ..checks import check_prompt, check_system_prompt, check_title, short
+from ..core.attachment import Attachment
 from ..options import StreamOptions, Unpack, parse_options, with_options
 from ..sources.base import Source, check_source
 from .protocol import ViewMsg
@@ -93,17 +94,23 @@ class Compare(StreamingWidget):
         self.system_prompt = system_prompt
         self.max_tool_rounds = max_tool_rounds
         self._set_tools(tools, "Compare")
+        self._update_attachment_policy()
         if prompt is not None:
             self.send(prompt)
 
     def _sources(self) -> list[Source]:
         return list(self.sources)
 
-    def send(self, text: str) -> list[Reply]:
-        """Ask every source ``text``; returns one reply per pane, in pane order."""
+    def send(self, text: str, attachments: Sequence[Any] | None = None) -> list[Reply]:
+        """Ask every source ``text``; returns one reply per pane, in pane order.
+
+        ``attachments`` as in :meth:`ChatWidget.send <nbstream.ChatWidget.send>`:
+        every source must take each of them."""
         check_prompt(text)
+        attached = self._attached(attachments, self.sources, "send")
         with self._lock:
-            self._new_turn(text)
+            self._check_chat_bytes(tuple(a.attachment for a in attached), "send")
+            self._new_turn(text, attached=attached)
             round_: list[Reply] = []
             for i, src in enumerate(self.sources):
                 round_.append(self._new_reply(src, text, pane=i))
@@ -137,8 +144,11 @@ class Compare(StreamingWidget):
     def __repr__(self) -> str:
         return f"Compare(sources=[{', '.join(repr(s) for s in self.sources)}])"
 
-    def _ask(self, text: str) -> None:
-        self.send(text)
+    def _ask(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+        self.send(text, list(attachments))
+
+    def _attachment_accepts(self) -> list[frozenset[str]]:
+        return [s.accepts for s in self.sources]
 
     def _on_command(self, msg: ViewMsg) -> bool:
         if msg["kind"] == "stop" and "pane" in msg:

@@ -7,7 +7,8 @@ Schema with msgspec -> TypeScript with json-schema-to-typescript); ``make lint``
 runs ``scripts/gen_protocol.py --check``, which fails when that file is stale.
 The kernel checks every message a view sends against these types
 (``wire.py``: :func:`~nbstream.widgets.wire.parse_view_msg`), bounds included
-(the ``MAX_*`` below), before a handler sees it.
+(the ``MAX_*`` below), and the binary buffers that come with it, before a
+handler sees it.
 
 **Adding a type.** Declare it here (a ``TypedDict``, ``Literal`` or alias;
 ``#:`` comments on fields become the TypeScript doc comments), add a view ->
@@ -40,6 +41,12 @@ Direction rules (who may send what, how often, and why):
     ``m<i>`` (``s`` counts from 1): what it appends, a string (all answer) or
     a list of ``[part type, text]`` runs in order. Written once, never changed
     (null once the message was removed).
+  - ``"m<i>.a<k>"`` (:func:`preview_key`): the preview of attachment ``k``
+    (from 1) of user message ``m<i>`` (its :class:`PreviewMeta` in the meta's
+    ``attachments`` says the type and size): the bytes of a small image, as a
+    *binary buffer* (see **Binary buffers**). Sent once, in the update that
+    carries the meta listing it; a meta sent again carries none. Null once the
+    message was removed.
   - ``"last_id"``: the highest message number given out so far: a view
     enumerates ``m1 .. m<last_id>`` (ids are allocated in conversation order,
     so this is also the order), with no list that grows with the conversation.
@@ -76,6 +83,22 @@ Direction rules (who may send what, how often, and why):
   block and ignores a type it does not know, so a new type is added without
   another redesign (a view of an older version shows the text of a reply with
   tool calls, without the calls).
+* **Binary buffers.** JSON cannot hold bytes, so the schema declares where
+  they are and ipywidgets carries them beside the JSON, as the Jupyter
+  messaging protocol's ``buffers`` (never base64 on the wire). Kernel -> view:
+  a preview key's value is ``bytes`` in the kernel's state; the update
+  message names it in ``buffer_paths`` (``[["m1.a1"], ...]``) and its bytes
+  are the message's buffers in that order (``wire.py``: the pump's update and
+  ``get_state``'s snapshot, which ipywidgets splits the same way). In the
+  front-end model the key holds a ``DataView``; a notebook saved with its
+  widget state keeps it base64 in that state's ``buffers`` list. View ->
+  kernel: a :class:`SendMsg` with ``attachments`` carries one buffer per
+  attachment, in the same order, each of exactly its ``size`` bytes (ipywidgets'
+  ``model.send(content, callbacks, buffers)``); a message with buffers that do
+  not match (or buffers on another kind) is refused as malformed
+  (``parse_view_msg``). Together they carry at most :data:`MAX_UPLOAD_BYTES`:
+  the view keeps under it (:class:`AttachmentPolicy`), the kernel refuses more
+  with the reason (:class:`RefusedMsg`).
 * **View -> kernel, custom messages.** User commands (:class:`SendMsg`,
   :class:`StopMsg`, :class:`RegenerateMsg`, :class:`ClearMsg`,
   :class:`ContinueMsg`, :class:`SystemPromptMsg`, :class:`SwitchMsg`, :class:`EditMsg`,
@@ -85,6 +108,9 @@ Direction rules (who may send what, how often, and why):
   :class:`AckMsg` after the frame that rendered a delta. The kernel handles
   them on its main thread (or on a subshell thread with
   ``commsOverSubshells``), so handlers only record or enqueue and never block.
+* **Kernel -> view, custom messages.** :class:`WelcomeMsg`, the answer to a
+  hello; :class:`RefusedMsg`, a Send with attachments was refused (a type the
+  source cannot take, a limit): the view gives the draft back and says why.
 * **Older kernels.** A view still shows a notebook saved by an older nbstream,
   whose state held the whole conversation in one ``conversation`` list, and
   its ``delta`` custom messages (:class:`DeltaMsg`); a kernel of this version
@@ -98,6 +124,7 @@ from typing import Annotated, Any, Literal, TypedDict
 
 from msgspec import Meta
 
+from ..core.attachment import AttachmentKind
 from ..core.pieces import (
     FINAL_STATUSES,
     FINAL_TOOL_STATES,
@@ -225,6 +252,103 @@ TOOL_TYPES: tuple[Any, ...] = (ToolState, ToolDecision, ToolCallMeta, ToolDispla
 TOOL_CONSTANTS = ("TOOL_STATES", "FINAL_TOOL_STATES")
 # ---- end of tool calls ------------------------------------------------------------------
 
+
+# ---- attachments (#21) ------------------------------------------------------------------
+#: the most bytes the buffers of one Send may carry together: Jupyter's server closes a
+#: websocket whose message passes 10 MiB (tornado's ``websocket_max_message_size``). The
+#: view keeps under it; the kernel refuses more, saying why (:class:`RefusedMsg`)
+MAX_UPLOAD_BYTES = 8 << 20
+#: the most attachments one Send may name (a widget's own, lower limit,
+#: ``AttachmentLimits.max_count``, is checked after, and refused with the reason)
+MAX_UPLOAD_COUNT = 1000
+#: the longest attachment name a Send may carry
+MAX_UPLOAD_NAME = 1000
+
+
+class PreviewMeta(TypedDict):
+    """Where the view finds an attachment's preview image: a binary state key."""
+
+    #: the state key holding its bytes (``m<i>.a<k>``, see :func:`preview_key`)
+    key: str
+    #: its image type: PNG or JPEG as the kernel made it (without Pillow, the image's own
+    #: PNG, JPEG, WebP or GIF), or an SVG's markup; a view shows it as an image only
+    mime: str
+    #: its size in pixels
+    width: int
+    height: int
+
+
+class AttachmentMetaExtras(TypedDict, total=False):
+    """Keys an :class:`AttachmentMeta` carries only where they apply."""
+
+    #: an image's size in pixels, as the model is given it
+    width: int
+    height: int
+    #: what the conversion did ("downscaled from 4000x3000 px", "the first 200 rows")
+    note: str
+    #: a text's first characters (the view shows them on demand, as text)
+    excerpt: str
+    #: an image's (or an SVG's) preview
+    preview: PreviewMeta
+
+
+class AttachmentMeta(AttachmentMetaExtras):
+    """One attachment of a user message, in its meta's ``attachments`` list. The
+    name is hostile input: the view shows it as text only."""
+
+    name: str
+    mime: str
+    #: bytes of the content the model is given
+    size: int
+    #: how a model is given it
+    kind: AttachmentKind
+
+
+class AttachmentPolicy(TypedDict):
+    """The ``attachment_policy`` trait: what the view lets the user attach (the
+    kernel checks it all again)."""
+
+    #: MIME patterns, one list per source: an attachment must match a pattern of
+    #: each (a text also matches ``text/*``); ``[]``: the widget takes none
+    accepts: list[list[str]]
+    #: attachments per message
+    max_count: int
+    #: bytes per attachment
+    max_bytes: int
+    #: bytes per message (at most :data:`MAX_UPLOAD_BYTES`)
+    max_message_bytes: int
+    #: bytes of the whole conversation's attachments
+    max_chat_bytes: int
+    #: images larger than this (pixels, longer side) are downscaled before they are sent
+    max_image_side: int
+
+
+class SendAttachment(TypedDict):
+    """One attachment of a :class:`SendMsg`: its bytes are the message's buffer of
+    the same position."""
+
+    #: the file's name (hostile input: the kernel keeps its last part, cleaned)
+    name: Annotated[str, Meta(min_length=1, max_length=MAX_UPLOAD_NAME)]
+    #: the length of its buffer, bytes
+    size: Annotated[int, Meta(ge=0)]
+
+
+class RefusedMsg(TypedDict):
+    """Kernel -> view, a custom message: the view's Send number ``draft`` was refused
+    (an attachment the source cannot take, a limit); the view gives the draft back
+    and shows ``reason``."""
+
+    kind: Literal["refused"]
+    draft: int
+    reason: str
+
+
+#: the attachments' types and constants, for ``GENERATED`` below
+ATTACHMENT_TYPES: tuple[Any, ...] = (AttachmentKind, PreviewMeta, AttachmentMeta,
+                                     AttachmentPolicy, SendAttachment, RefusedMsg)
+ATTACHMENT_CONSTANTS = ("MAX_UPLOAD_BYTES", "MAX_UPLOAD_COUNT", "MAX_UPLOAD_NAME")
+# ---- end of attachments -----------------------------------------------------------------
+
 #: One run of a delta, as a kernel of this version sends it.
 DeltaRun = TextRun | ToolArgsRun | ToolResultRun | RoundRun
 
@@ -235,6 +359,9 @@ DeltaBody = str | list[DeltaRun]
 
 class MessageMetaExtras(TypedDict, total=False):
     """Keys a :class:`MessageMeta` carries only where they apply."""
+
+    #: a user message's attachments (#21), in order
+    attachments: list[AttachmentMeta]
 
     #: ``Compare``: the pane (index into the ``panes`` trait) of an assistant message
     pane: int
@@ -274,6 +401,9 @@ class MessageMeta(MessageMetaExtras):
 
 class MessageStateExtras(TypedDict, total=False):
     """Keys a :class:`MessageState` carries only where they apply."""
+
+    #: a user message's attachments (see :class:`MessageMetaExtras`)
+    attachments: list[AttachmentMeta]
 
     #: ``Compare``: the pane (index into the ``panes`` trait) of an assistant message
     pane: int
@@ -321,7 +451,16 @@ class DeltaMsg(TypedDict):
     reasoning: NotRequired[str]
 
 
-class SendMsg(TypedDict):
+class SendMsgExtras(TypedDict, total=False):
+    """Keys a :class:`SendMsg` carries only where they apply."""
+
+    #: its attachments (#21), in the order of the message's buffers (their bytes)
+    attachments: Annotated[list[SendAttachment], Meta(max_length=MAX_UPLOAD_COUNT)]
+    #: the view's number for this Send, named again by a :class:`RefusedMsg`
+    draft: Annotated[int, Meta(ge=0, le=MAX_SEQ)]
+
+
+class SendMsg(SendMsgExtras):
     """View -> kernel: the user sent a prompt."""
 
     kind: Literal["send"]
@@ -463,11 +602,15 @@ class ViewDebug(TypedDict, total=False):
     #: ``"at-once"``: let a Markdown block skip layout in the frame it was first laid
     #: out (the previous way), instead of in batches (``"batched"``, js/src/sized.ts)
     sized: Literal["batched", "at-once"]
+    #: ``"per-view"``: each view requests its own animation frames (the previous
+    #: way) instead of rendering from the page's one frame loop and its budget
+    #: (``"shared"``, js/src/scheduler.ts)
+    frames: Literal["shared", "per-view"]
 
 
 class ViewTraits(TypedDict):
     """The synced traits a view reads (any of them may be absent), besides the
-    per-message keys ``m<i>`` and ``m<i>.<s>``."""
+    per-message keys ``m<i>``, ``m<i>.<s>`` and ``m<i>.a<k>``."""
 
     #: older kernels' whole conversation (:data:`STATE_TRAIT`)
     conversation: list[MessageState]
@@ -492,6 +635,9 @@ class ViewTraits(TypedDict):
     #: the widget's own model id (its comm's id): a view finds its jupyter-widgets model
     #: with it, to read whether the model is connected (js/src/connection.ts)
     _model_ref: str
+    #: what the user may attach (:class:`AttachmentPolicy`); ``{}``: a widget with no
+    #: input box
+    attachment_policy: AttachmentPolicy
 
 
 #: older kernels' trait that held the whole conversation (a list of :class:`MessageState`)
@@ -510,11 +656,13 @@ GENERATED: tuple[Any, ...] = (
     MessageState, DeltaMsg, SendMsg, StopMsg, RegenerateMsg, ClearMsg, ContinueMsg,
     SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ByeMsg, WelcomeMsg, ResyncMsg, AckMsg,
     ViewMsg, PaneInfo, ViewDebug, ViewTraits, TextRun, DeltaRun, *TOOL_TYPES,
+    *ATTACHMENT_TYPES,
 )
 #: ... and these constants
 GENERATED_CONSTANTS = ("FINAL_STATUSES", "PART_TYPES", "STATE_TRAIT", "LAST_ID_KEY",
                        "CURRENT_KEY", "LIVE_KEY", "REMOVED_KEY", "MAX_VIEW_TEXT",
-                       "MAX_VIEW_ID", "MAX_SEQ", "MAX_RENDER_MS", *TOOL_CONSTANTS)
+                       "MAX_VIEW_ID", "MAX_SEQ", "MAX_RENDER_MS", *TOOL_CONSTANTS,
+                       *ATTACHMENT_CONSTANTS)
 
 
 def meta_key(number: int) -> str:
@@ -525,3 +673,8 @@ def meta_key(number: int) -> str:
 def delta_key(message_id: str, seq: int) -> str:
     """The state key of delta ``seq`` of message ``message_id``."""
     return f"{message_id}.{seq}"
+
+
+def preview_key(message_id: str, k: int) -> str:
+    """The state key of the preview of attachment ``k`` (from 1) of message ``message_id``."""
+    return f"{message_id}.a{k}"

@@ -22,6 +22,7 @@ from ..core.trace import Trace
 from ..options import StreamOptions, Unpack, parse_options, with_options
 from ..sources.base import ChatMessage, Source, check_source
 from ..sources.iterator import IteratorSource, given_name
+from .attachments import attached_for
 from .reply import Reply
 from .toolturn import DEFAULT_MAX_TOOL_ROUNDS
 from .widget import StreamingWidget
@@ -79,14 +80,16 @@ class StreamView(StreamingWidget):
         system_prompt: str | None = None,
         title: str = "",
         show_prompt: bool = True,
+        attachments: Sequence[Any] | None = None,
         tools: Sequence[Any] | None = None,
         max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
         **options: Unpack[StreamOptions],
     ) -> None:
         """Stream ``source``'s answer to ``prompt`` (after ``messages``, the
         conversation so far, and ``system_prompt``); ``show_prompt`` shows the
-        prompt above the answer. ``tools``: functions the model may call (see
-        ``ChatWidget``), their calls and results shown in the answer."""
+        prompt above the answer. ``attachments`` go with the prompt (as in
+        :meth:`ChatWidget.send <nbstream.ChatWidget.send>`). ``tools``: functions the
+        model may call (see ``ChatWidget``), their calls and results shown in the answer."""
         opts = parse_options(StreamView.__init__, options)
         check_system_prompt(system_prompt, "StreamView")
         check_title(title, "StreamView")
@@ -94,6 +97,9 @@ class StreamView(StreamingWidget):
         if prompt is not None:
             check_prompt(prompt, "StreamView")
         src = as_source(source, "StreamView")
+        if attachments and prompt is None:
+            raise ValueError("StreamView(attachments=...) go with a prompt; give prompt=...")
+        attached = attached_for(attachments, [src], opts.attachment_limits, "StreamView")
         super().__init__(title=title, options=opts, source_label=src.label, mode="stream")
         self.source = src
         self.max_tool_rounds = max_tool_rounds
@@ -102,11 +108,14 @@ class StreamView(StreamingWidget):
         if system_prompt:
             convo.insert(0, {"role": "system", "content": system_prompt})
         if prompt is not None:
-            convo.append({"role": "user", "content": prompt})
+            asked: ChatMessage = {"role": "user", "content": prompt}
+            if attached:
+                asked["attachments"] = tuple(a.attachment for a in attached)
+            convo.append(asked)
         self._shown_at: int | None = None
         with self._lock:
             if prompt is not None and show_prompt:
-                self._new_turn(prompt)
+                self._new_turn(prompt, attached=attached)
             self.reply: Reply = self._new_reply(src, prompt or "", convo)
         self._launch(self.reply)
 
@@ -165,6 +174,7 @@ def stream(
     system_prompt: str | None = None,
     title: str = "",
     show_prompt: bool = True,
+    attachments: Sequence[Any] | None = None,
     tools: Sequence[Any] | None = None,
     max_tool_rounds: int = DEFAULT_MAX_TOOL_ROUNDS,
     **options: Unpack[StreamOptions],
@@ -178,8 +188,8 @@ def stream(
     """
     parse_options(stream, options)  # named after this call in errors
     view = StreamView(source, prompt, messages=messages, system_prompt=system_prompt,
-                      title=title, show_prompt=show_prompt, tools=tools,
-                      max_tool_rounds=max_tool_rounds, **options)
+                      title=title, show_prompt=show_prompt, attachments=attachments,
+                      tools=tools, max_tool_rounds=max_tool_rounds, **options)
     if _execution_count() is not None:  # in IPython: show it under the cell
         _show(view)
         view._shown_at = _execution_count()

@@ -13,19 +13,25 @@ one copy of the pipeline. The widget is thin; its parts are:
   thread, or the comm thread for the view's Send) adds to it;
 * each reply's text and status, owned by its stream (see ``core/stream.py``);
 * the wire (``wire.py``): the per-message state keys (``m<i>``,
-  ``m<i>.<s>``, ``last_id``, ``live``, ``removed``, ``current``; see
-  ``protocol.py``), written by the pump thread only through the
+  ``m<i>.<s>``, ``m<i>.a<k>``, ``last_id``, ``live``, ``removed``, ``current``;
+  see ``protocol.py``), written by the pump thread only through the
   :class:`~nbstream.widgets.wire.WireEncoder`, one update message per step, so
   the browser receives them in order. They are no traitlets: the history is
   their source of truth, and :meth:`StreamingWidget.get_state` adds them
   (whole) for a view that asks for the state;
+* a user turn's attachments (``UserTurn.attached``, immutable): converted,
+  checked and previewed on the thread that asks (the caller's cell, or the
+  view's Send), never on the pump; the encoder sends each turn's previews once.
+  ``attachment_policy`` (a synced trait) tells the view what it may attach; it
+  is set from the source(s) and ``attachment_limits`` (the main thread);
 * ``system_prompt`` (a synced trait), set by the user's cells or by the view's
   ``system_prompt`` command (main or subshell thread); a reply reads it once,
   when it is asked (:meth:`StreamingWidget._new_reply`), and so do the
   generation options (``_generation``, replaced whole, never mutated);
 * view messages (:meth:`_on_view_msg`), which arrive on the kernel's main
   thread, or a subshell thread; each is checked against its declared type
-  (``wire.py``) and the handler only enqueues or flags and never blocks;
+  (``wire.py``), its binary buffers with it, and the handler only enqueues or
+  flags and never blocks (a Send with attachments converts them there first);
 * tools (#20): ``_tools`` and ``_max_tool_rounds`` are replaced whole by the
   user's cells (a reply takes them when it is asked); ``_allowed`` (the tools a
   person chose "Always allow" for) guards itself. Each reply's agent loop is its
@@ -48,6 +54,7 @@ from ..checks import check_system_prompt
 from ..conversation.history import History, UserTurn
 from ..conversation.transcript import StoredMessage
 from ..core import lanes
+from ..core.attachment import Attached, Attachment, AttachmentError, AttachmentLimits
 from ..core.pump import get_pump
 from ..core.stream import Stream
 from ..generation import GenerationOptions
@@ -56,19 +63,22 @@ from ..sources.base import ChatMessage, Source, source_name
 from ..tools.calls import Decision, ToolCall
 from ..tools.tool import Tool, as_tools
 from . import presence
+from .attachments import attached_for, check_chat, parse_upload, policy, prepare
 from .presence import ViewRoster
-from .protocol import MessageState, ToolApprovalMsg, ViewMsg
+from .protocol import MessageState, RefusedMsg, SendMsg, ToolApprovalMsg, ViewMsg
 from .reply import Reply, next_round, run_reply
 from .runtime import warn_unsupported_frontend, widget_css, widget_esm, widget_runtime_ref
 from .toolturn import DEFAULT_MAX_TOOL_ROUNDS, AllowList, ToolTurn, restored_rounds
 from .wire import (
     BadViewMessage,
     Entry,
+    ViewFile,
     ViewMessageFilter,
     WireEncoder,
     check_view_debug,
     message_state,
     parse_view_msg,
+    view_files,
 )
 
 log = logging.getLogger("nbstream")
@@ -116,14 +126,21 @@ class StreamingWidget(anywidget.AnyWidget):
     #: ``{"markdown": "full"}`` re-renders the whole answer each frame, ``{"acks":
     #: "every-frame"}`` acknowledges every frame, ``{"ack_gap_ms": 250}`` sets the least
     #: gap between rounds of acks, ``{"sized": "at-once"}`` lets blocks skip layout in
-    #: the frame they were laid out: the previous ways, which the benchmarks measure
-    #: side by side with the shipped ones. ``{}`` (as shipped) by default; checked when
-    #: set; a view reads it when it renders (set it before the widget is shown).
+    #: the frame they were laid out, ``{"frames": "per-view"}`` gives each view its own
+    #: animation frames instead of the page's one loop: the previous ways, which the
+    #: benchmarks measure side by side with the shipped ones. ``{}`` (as shipped) by
+    #: default; checked when set; a view reads it when it renders (set it before the
+    #: widget is shown).
     debug = traitlets.Dict().tag(sync=True)
 
     @traitlets.validate("debug")
     def _check_debug(self, proposal: Any) -> dict[str, Any]:
         return dict(check_view_debug(proposal["value"], f"{type(self).__name__}.debug"))
+
+    #: what the view lets the user attach (:class:`~nbstream.widgets.protocol.AttachmentPolicy`;
+    #: the kernel checks everything again); set by each widget from its source(s) and
+    #: limits, ``{}`` for a widget with no input box
+    attachment_policy = traitlets.Dict().tag(sync=True)
 
     def __init__(self, *, title: str = "", options: Options | None = None,
                  **traits: Any) -> None:
@@ -137,13 +154,16 @@ class StreamingWidget(anywidget.AnyWidget):
         self.include_reasoning_in_history = opts.include_reasoning_in_history
         self.limits = opts.limits
         self.max_pending = opts.max_pending
+        #: what a message and the conversation may carry in attachments (#21)
+        self.attachment_limits: AttachmentLimits = opts.attachment_limits
         #: the generation options each new reply takes a copy of (validated by the
         #: subclass that exposes them, e.g. ``ChatWidget.generation``)
         self._generation = GenerationOptions()
         self._history: History[Reply] = History()
         self._lock = self._history.lock
         self._ignored = ViewMessageFilter()
-        self._wire = WireEncoder(self._history, lambda msg: self._send(msg))
+        self._wire = WireEncoder(self._history,
+                                 lambda msg, buffers: self._send(msg, buffers=buffers))
         #: tools (#20): what the model may call, how many rounds a turn may take, and the
         #: tools a person chose "Always allow" for (replaced whole, never mutated)
         self._tools: tuple[Tool, ...] = ()
@@ -327,12 +347,12 @@ class StreamingWidget(anywidget.AnyWidget):
 
     # -------------------------------------------------------------- internals
     def _new_turn(self, text: str, parent: str | Literal["current"] | None = "current",
-                  ) -> UserTurn:
+                  attached: tuple[Attached, ...] = ()) -> UserTurn:
         # caller holds _lock; ``parent``: the message it follows (default: the last shown)
         self._history_changed()  # a Clear may have removed entries
         if parent == "current":
             parent = self._history.current
-        turn = UserTurn(self._history.new_id(), text, parent)
+        turn = UserTurn(self._history.new_id(), text, parent, attached)
         self._history.add(turn, parent)
         self._pump.publish(self._channel, [turn.id])
         return turn
@@ -376,6 +396,9 @@ class StreamingWidget(anywidget.AnyWidget):
         Returns the new entries."""
         added: list[Entry] = []
         history = self._history
+        # previews are made here, on the caller's thread, not under the lock
+        prepared = {m.id: self._prepare_attachments(m.attachments)
+                    for m in messages if m.attachments}
         with self._lock:
             base = history.current
             new_id: dict[str, str] = {}
@@ -383,7 +406,8 @@ class StreamingWidget(anywidget.AnyWidget):
                 entry: Entry
                 parent = base if m.parent is None else new_id[m.parent]
                 if m.role == "user":
-                    entry = UserTurn(history.new_id(), m.content, parent)
+                    entry = UserTurn(history.new_id(), m.content, parent,
+                                     prepared.get(m.id, ()))
                 else:
                     above = history.get(parent)
                     runs, calls = restored_rounds(m.rounds) if m.rounds else (None, [])
@@ -424,21 +448,63 @@ class StreamingWidget(anywidget.AnyWidget):
                         exc_info=True)
         lanes.submit(source.lane_key(), source.concurrency, lambda: run_reply(reply))
 
-    def _ask(self, text: str) -> None:
-        """The view's Send: widgets with an input box ask their source(s) ``text``."""
+    def _ask(self, text: str, attachments: tuple[Attachment, ...] = ()) -> None:
+        """The view's Send: widgets with an input box ask their source(s) ``text``
+        with ``attachments`` (converted, not yet checked against the source or the
+        limits; raise an ``AttachmentError`` to refuse them: the view is told why)."""
+
+    # -- attachments (#21) ---------------------------------------------------------
+    def _attachment_accepts(self) -> list[frozenset[str]]:
+        """What each of the widget's sources takes (a widget with no input: nothing)."""
+        return []
+
+    def _update_attachment_policy(self) -> None:
+        """Tell the view what it may attach (call when a source or the limits change)."""
+        self.attachment_policy = dict(policy(self.attachment_limits,
+                                             self._attachment_accepts()))
+
+    def _attached(self, attachments: object, sources: Sequence[Source],
+                  where: str) -> tuple[Attached, ...]:
+        """``attachments`` converted, checked and previewed (see
+        :func:`~nbstream.widgets.attachments.attached_for`)."""
+        return attached_for(attachments, sources, self.attachment_limits, where)
+
+    def _prepare_attachments(self, attachments: tuple[Attachment, ...]) -> tuple[Attached, ...]:
+        """Previews of ``attachments`` (the caller's thread: decodes images)."""
+        return prepare(attachments, self.attachment_limits) if attachments else ()
+
+    def _check_chat_bytes(self, attachments: tuple[Attachment, ...], where: str) -> None:
+        # caller holds _lock: the conversation's attachments with these stay in bounds
+        held = (a for e in self._history.entries() if isinstance(e, UserTurn)
+                for a in e.attachments)
+        check_chat(held, attachments, self.attachment_limits, where)
+
+    def _on_send(self, msg: SendMsg, files: Sequence[ViewFile]) -> None:
+        """The view's Send, checked against its type, with the files its buffers
+        carried. A refusal the user should hear (an attachment the source cannot
+        take, a limit) goes back to the view, which gives the draft back."""
+        if not msg["text"].strip():
+            raise BadViewMessage("send of a blank text")
+        try:
+            self._ask(msg["text"], parse_upload(files, self.attachment_limits))
+        except AttachmentError as exc:
+            self._refuse(msg, str(exc))
+
+    def _refuse(self, msg: SendMsg, reason: str) -> None:
+        """Tell the view its Send was refused (a :class:`RefusedMsg`)."""
+        draft = msg.get("draft")
+        if draft is not None:
+            refused = RefusedMsg(kind="refused", draft=draft, reason=reason)
+            # a custom message (ipywidgets' Widget.send; ChatWidget.send is the question's)
+            self._send({"method": "custom", "content": refused})
 
     def _on_command(self, msg: ViewMsg) -> bool:
         """Handle a user command from the view (checked against its type); True if
-        handled (subclasses extend).
+        handled (subclasses extend). A Send goes to :meth:`_on_send` instead.
 
         Raise :class:`~nbstream.widgets.wire.BadViewMessage` for a command that names
         what this widget does not have, or whose text is blank.
         """
-        if msg["kind"] == "send":
-            if not msg["text"].strip():
-                raise BadViewMessage("send of a blank text")
-            self._ask(msg["text"])
-            return True
         if msg["kind"] == "stop":
             rid = msg.get("id")
             if rid is None:
@@ -467,12 +533,14 @@ class StreamingWidget(anywidget.AnyWidget):
     def _knows(self, rid: str) -> bool:
         return any(r.id == rid for r in self._history.answers())
 
-    def _on_view_msg(self, _widget: Any, content: Any, _buffers: Sequence[Any]) -> None:
+    def _on_view_msg(self, _widget: Any, content: Any, buffers: Sequence[Any]) -> None:
         # main thread or a subshell thread: enqueue or flag, never block. The view is
         # not trusted: a message that does not fit its type is ignored (wire.py)
         try:
-            msg = parse_view_msg(content)
-            if msg["kind"] == "hello":
+            msg = parse_view_msg(content, buffers)
+            if msg["kind"] == "send":
+                self._on_send(msg, view_files(msg, buffers))
+            elif msg["kind"] == "hello":
                 if "view" in msg:  # (views of older versions send none)
                     self._views.hello(msg["view"])
                 self._pump.hello(self._channel)

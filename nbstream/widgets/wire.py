@@ -2,22 +2,28 @@
 views send, checked against the protocol (``protocol.py`` declares both).
 
 **Encoding.** A widget's messages (its :class:`~nbstream.conversation.history.History`)
-travel as per-message state keys (``m<i>`` a meta, ``m<i>.<s>`` a delta, and
-``last_id``, ``live``, ``removed``, ``current``). :func:`reply_meta` /
-:func:`reply_state` (and :func:`message_meta` / :func:`message_state` for any
-entry) encode one message; a :class:`WireEncoder` encodes a whole widget: the
-snapshot a view created or reloaded starts from (:meth:`WireEncoder.snapshot`,
-any thread) and, on the pump thread only, one ``update`` message per pump step
-with what changed (:meth:`WireEncoder.send_update`). What it has sent so far is
-its own state (see the class).
+travel as per-message state keys (``m<i>`` a meta, ``m<i>.<s>`` a delta,
+``m<i>.a<k>`` an attachment's preview, and ``last_id``, ``live``, ``removed``,
+``current``). :func:`reply_meta` / :func:`reply_state` (and :func:`message_meta`
+/ :func:`message_state` for any entry) encode one message; a user turn's
+attachments are listed in its meta (:func:`attachment_metas`) and their preview
+images travel as binary buffers (:func:`preview_buffers`), once. A
+:class:`WireEncoder` encodes a whole widget: the snapshot a view created or
+reloaded starts from (:meth:`WireEncoder.snapshot`, any thread) and, on the pump
+thread only, one ``update`` message per pump step with what changed
+(:meth:`WireEncoder.send_update`). What it has sent so far is its own state
+(see the class).
 
 **Checking.** A view is not trusted (a stale bundle, a bug, or a hostile page can send
 anything). :func:`parse_view_msg` checks each custom message against the type
 ``protocol.py`` declares for its ``kind`` (:data:`~nbstream.widgets.protocol.ViewMsg`:
 its fields, their types, the ``MAX_*`` bounds) before any handler sees it, so
 the handlers work on typed messages and only check what the types cannot say
-(an id the widget knows, a text that is not blank). A message that fails is
-ignored, counted and logged by the widget's :class:`ViewMessageFilter`.
+(an id the widget knows, a text that is not blank). The binary buffers of a
+message are checked with it (only a Send's attachments have any: one per
+attachment, of its declared size), and :func:`view_files` pairs them with
+their names. A message that fails is ignored, counted and logged by the
+widget's :class:`ViewMessageFilter`.
 
 The encoding functions and the checking are pure, :class:`ViewMessageFilter` guards
 itself: any thread may use them (view messages are handled on the kernel's main
@@ -32,12 +38,14 @@ import logging
 import reprlib
 import threading
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import msgspec
 
 from ..conversation.history import History, UserTurn
+from ..core.attachment import Attached
 from ..core.pump import Outgoing
 from ..core.stream import Body, body_runs
 from .protocol import (
@@ -46,15 +54,18 @@ from .protocol import (
     LAST_ID_KEY,
     LIVE_KEY,
     REMOVED_KEY,
+    AttachmentMeta,
     DeltaBody,
     LoadingMeta,
     MessageMeta,
     MessageState,
+    PreviewMeta,
     ToolCallMeta,
     ViewDebug,
     ViewMsg,
     WelcomeMsg,
     delta_key,
+    preview_key,
 )
 from .reply import Reply
 from .toolturn import MAX_ARGS_SHOWN
@@ -80,9 +91,14 @@ class BadViewMessage(ValueError):
     widget does not have (raised and caught inside the widget's handler)."""
 
 
-def parse_view_msg(content: object) -> ViewMsg:
+def parse_view_msg(content: object, buffers: Sequence[Any] = ()) -> ViewMsg:
     """``content`` as the :data:`ViewMsg` its ``kind`` declares (fields of other
-    names are dropped); raises :class:`BadViewMessage` saying what does not fit.
+    names are dropped), with its binary ``buffers`` (those of the comm message);
+    raises :class:`BadViewMessage` saying what does not fit.
+
+    Only a :class:`~nbstream.widgets.protocol.SendMsg` with ``attachments`` has
+    buffers: one per attachment, in order, each of its ``size`` bytes
+    (:func:`view_files` reads them).
 
     The reason names the kind and the field, never the value sent, so a view
     cannot make up new reasons without end.
@@ -99,7 +115,37 @@ def parse_view_msg(content: object) -> ViewMsg:
         msg: ViewMsg = msgspec.convert(content, message_type)
     except msgspec.ValidationError as exc:
         raise BadViewMessage(f"{kind}: {exc}") from None
+    declared = msg.get("attachments", []) if msg["kind"] == "send" else []
+    if len(buffers) != len(declared):
+        raise BadViewMessage(f"{kind}: {len(buffers)} buffers for {len(declared)} attachments")
+    for item, buf in zip(declared, buffers, strict=True):
+        if _nbytes(buf) != item["size"]:
+            raise BadViewMessage(f"{kind}: an attachment's size is not its buffer's")
     return msg
+
+
+@dataclass(frozen=True)
+class ViewFile:
+    """A file a view's Send carried: the name the view gave it (hostile input) and
+    its bytes."""
+
+    name: str
+    data: bytes
+
+
+def view_files(msg: ViewMsg, buffers: Sequence[Any]) -> tuple[ViewFile, ...]:
+    """The files of a Send checked by :func:`parse_view_msg`: each attachment it
+    names with its buffer's bytes (a copy), in order; none for other kinds."""
+    declared = msg.get("attachments", []) if msg["kind"] == "send" else []
+    return tuple(ViewFile(item["name"], bytes(memoryview(buf).cast("B")))
+                 for item, buf in zip(declared, buffers, strict=True))
+
+
+def _nbytes(buf: Any) -> int:
+    try:
+        return memoryview(buf).nbytes
+    except TypeError:
+        raise BadViewMessage("a buffer that is not bytes") from None
 
 
 def check_view_debug(value: object, where: str) -> ViewDebug:
@@ -180,17 +226,48 @@ VIEW_STATS = ("ttft_ms", "pieces", "pieces_per_s", "tokens", "tokens_per_s", "du
               "reasoning_ms", "usage", "timings")
 
 
+def attachment_metas(turn_id: str, attached: Sequence[Attached]) -> list[AttachmentMeta]:
+    """What a turn's meta says of its attachments (its previews' keys included)."""
+    out: list[AttachmentMeta] = []
+    for k, item in enumerate(attached, start=1):
+        a, p = item.attachment, item.preview
+        meta = AttachmentMeta(name=a.name, mime=a.mime, size=a.size, kind=a.kind)
+        if a.width is not None and a.height is not None:
+            meta["width"], meta["height"] = a.width, a.height
+        if a.note:
+            meta["note"] = a.note
+        if p.excerpt is not None:
+            meta["excerpt"] = p.excerpt
+        if p.data is not None:
+            meta["preview"] = PreviewMeta(key=preview_key(turn_id, k), mime=p.mime,
+                                          width=p.width, height=p.height)
+        out.append(meta)
+    return out
+
+
+def preview_buffers(turn_id: str, attached: Sequence[Attached]) -> dict[str, bytes]:
+    """The preview keys of a turn and their bytes (they travel as binary buffers)."""
+    return {preview_key(turn_id, k): item.preview.data
+            for k, item in enumerate(attached, start=1) if item.preview.data is not None}
+
+
 def turn_meta(turn: UserTurn) -> MessageMeta:
     """A prompt's key in the widget's state (a prompt's text travels in its meta)."""
-    return MessageMeta(role="user", seq=0, status="done", stats={}, text=turn.text,
+    meta = MessageMeta(role="user", seq=0, status="done", stats={}, text=turn.text,
                        parent=turn.parent)
+    if turn.attached:
+        meta["attachments"] = attachment_metas(turn.id, turn.attached)
+    return meta
 
 
 def turn_state(turn: UserTurn) -> MessageState:
     """A prompt, whole."""
-    return MessageState(id=turn.id, role="user", text=turn.text, reasoning="", seq=0,
-                        status="done", error=None, detail=None, stats={},
-                        parent=turn.parent)
+    state = MessageState(id=turn.id, role="user", text=turn.text, reasoning="", seq=0,
+                         status="done", error=None, detail=None, stats={},
+                         parent=turn.parent)
+    if turn.attached:
+        state["attachments"] = attachment_metas(turn.id, turn.attached)
+    return state
 
 
 def reply_meta(reply: Reply) -> MessageMeta:
@@ -293,10 +370,11 @@ class WireEncoder:
     both); the ``*_sent`` fields and ``bytes_sent`` are the pump thread's alone.
     """
 
-    def __init__(self, history: History[Reply], send: Callable[[dict[str, Any]], None]
-                 ) -> None:
+    def __init__(self, history: History[Reply],
+                 send: Callable[[dict[str, Any], list[bytes] | None], None]) -> None:
         self._history = history
-        #: hands one update message to the widget's comm (pump thread)
+        #: hands one update message and its binary buffers to the widget's comm
+        #: (pump thread)
         self._send = send
         #: removals sent (the ``removed`` key)
         self.removed_count = 0
@@ -305,11 +383,14 @@ class WireEncoder:
         self._last_id_sent = 0
         self._current_sent: str | None = None
         self._live_sent: dict[str, int] = {}
-        #: bytes of every update message sent (the envelope included)
+        #: user turns whose attachment previews were sent
+        self._previews_sent: set[str] = set()
+        #: bytes of every update message sent (the envelope and buffers included)
         self.bytes_sent = 0
 
     def snapshot(self) -> dict[str, Any]:
-        """Every message's keys, whole (any thread; a delta key sent twice is harmless)."""
+        """Every message's keys, whole (any thread; a delta key sent twice is harmless).
+        A preview's value is ``bytes``: ipywidgets sends it as a binary buffer."""
         history = self._history
         with history.lock:
             entries = history.entries()
@@ -323,6 +404,7 @@ class WireEncoder:
         for e in entries:
             if isinstance(e, UserTurn):
                 state[e.id] = turn_meta(e)
+                state.update(preview_buffers(e.id, e.attached))
                 continue
             meta = reply_meta(e)
             for d in e.stream.sent_deltas():
@@ -364,10 +446,15 @@ class WireEncoder:
             if isinstance(entry, Reply):
                 for d in entry.stream.sent_deltas(have):
                     put(mid, delta_key(mid, d.seq), wire_body(d.body))
+        buffers: dict[str, bytes] = {}  # binary keys: attachment previews
         for mid in sorted(out.changed, key=lambda i: int(i[1:])):
             entry = known.get(mid)
             if entry is not None:
                 put(mid, mid, message_meta(entry))
+                if isinstance(entry, UserTurn) and entry.attached \
+                        and mid not in self._previews_sent:
+                    self._previews_sent.add(mid)  # once: a meta sent again carries none
+                    buffers.update(preview_buffers(mid, entry.attached))
                 continue
             with history.lock:
                 gone = history.removed.pop(mid, None)
@@ -379,6 +466,10 @@ class WireEncoder:
             if isinstance(gone, Reply):
                 for d in gone.stream.sent_deltas():
                     put(mid, delta_key(mid, d.seq), None)
+            else:
+                for key in preview_buffers(mid, gone.attached):
+                    put(mid, key, None)
+                self._previews_sent.discard(mid)
             state[REMOVED_KEY] = self.removed_count
         live = {s.id: s.seq for s in out.live if s.seq}  # (seq 0: nothing to miss yet)
         # with metas, always: a snapshot sent meanwhile may have left an older copy
@@ -393,13 +484,13 @@ class WireEncoder:
         if current != self._current_sent:
             self._current_sent = current
             state[CURRENT_KEY] = current
-        if state:
-            msg = {"method": "update", "state": state, "buffer_paths": []}
-            total = _json_size(msg)
-            self._send(msg)
+        if state or buffers:
+            msg = {"method": "update", "state": state, "buffer_paths": [[k] for k in buffers]}
+            total = _json_size(msg) + sum(len(b) for b in buffers.values())
+            self._send(msg, list(buffers.values()) or None)
         if out.welcome:  # after the state it brought: a welcomed view is up to date
-            self._send({"method": "custom", "content": WelcomeMsg(kind="welcome")})
-        if not state:
+            self._send({"method": "custom", "content": WelcomeMsg(kind="welcome")}, None)
+        if not state and not buffers:
             return
         # each message's keys count for it; the envelope for the first one named
         owners = list(sizes)

@@ -1,5 +1,6 @@
 // 8 widgets streaming at once: 8 ChatWidgets on one page, each answering from a
-// ScriptedSource at 2,000 pieces/s, started together by one cell. Counts the
+// ScriptedSource at 2,000 pieces/s (the notebook's TEXTS: pieces of each reply),
+// started together by one cell. Counts the
 // delta messages the page receives (the widgets' own __nbstream.deltas
 // counters), long tasks, frame gaps, and how long a probe cell takes to print
 // while they stream (and before, idle). Returns every final text.
@@ -80,6 +81,8 @@ await scenario(async ({ page, params }) => {
     page,
     'print(_nbs_json.dumps([[f.sent_at for f in c.last._stream.timeline()[2]] for c in chats]))',
   );
+  // the kernel's replies are the texts sent (TEXTS: each reply's pieces)
+  const kernelTextsEqual = await kernelJson(page, "print(_nbs_json.dumps([c.last.text == ''.join(t) for c, t in zip(chats, TEXTS)]))");
   return {
     open_ms: openMs,
     widgets: n,
@@ -90,6 +93,8 @@ await scenario(async ({ page, params }) => {
     per_widget_deltas: perWidget.map((c) => c.deltas),
     per_widget_renders: perWidget.map((c) => c.renders),
     per_widget_resyncs: perWidget.map((c) => c.resyncs),
+    // characters of message text each view shows (the prompt's and the reply's)
+    per_widget_chars: perWidget.map((c) => c.chars),
     // the page's time in nbstream's own frame work (render + DOM), all widgets
     render_ms_total: Math.round(perWidget.reduce((n, c) => n + c.render_ms, 0)),
     max_render_ms: Math.max(...perWidget.map((c) => c.max_render_ms)),
@@ -115,5 +120,6 @@ await scenario(async ({ page, params }) => {
     samples: all.length,
     texts: texts.map((t) => t && { status: t.status, text: t.text }),
     kernel_flush_times: flushTimes,
+    kernel_texts_equal: kernelTextsEqual,
   };
 });

@@ -21,9 +21,9 @@
 // page loads; the kernel's flush times from the timeline file.
 //
 // mode "incremental" is the widget as shipped; "full" re-renders the whole
-// answer each frame: the notebook's widget says so in its `debug` trait
-// (benchmarks/browser_markdown.py writes it; ViewDebug in nbstream/widgets/protocol.py);
-// here `mode` only names the run.
+// answer each frame, "per-view" renders from a frame loop of the view's own: the
+// notebook's widget says so in its `debug` trait (benchmarks/browser_markdown.py
+// writes it; ViewDebug in nbstream/widgets/protocol.py); here `mode` only names the run.
 // params: { notebook, timeline, mode, prompt, timeout_ms = 180000,
 //           trace: a file for a Chrome performance trace of the stream (optional) }
 import { counters, sendPrompt, waitForChat, waitForStatus, FINAL_STATUSES as FINAL } from './chat.mjs';

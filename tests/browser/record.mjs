@@ -27,6 +27,8 @@ export async function startRecorder(page, targets, { kernel = false } = {}) {
         kernel: [],
         frames: 0,
         max_frame_gap_ms: 0,
+        // frames that came more than 50 ms after the one before (the page missed frames)
+        frame_gaps_over_50ms: 0,
         start: performance.now(),
         end: null,
         stopped: false,
@@ -45,7 +47,10 @@ export async function startRecorder(page, targets, { kernel = false } = {}) {
       const tick = (now) => {
         if (rec.stopped) return;
         rec.frames += 1;
-        if (prev !== null) rec.max_frame_gap_ms = Math.max(rec.max_frame_gap_ms, now - prev);
+        if (prev !== null) {
+          rec.max_frame_gap_ms = Math.max(rec.max_frame_gap_ms, now - prev);
+          if (now - prev > 50) rec.frame_gaps_over_50ms += 1;
+        }
         prev = now;
         rec.end = now;
         for (const t of targets) {
@@ -241,4 +246,53 @@ export async function assistantTexts(page, index = 0) {
       reasoning_open: m.querySelector('details.nbs-reasoning')?.open ?? null,
     }));
   }, index);
+}
+
+/**
+ * An init script (page.addInitScript(countWidgetFrames)) that counts, per animation
+ * frame, the requestAnimationFrame callbacks nbstream's own code asked for: a call
+ * whose stack holds a blob: URL (anywidget imports the widget's module from one)
+ * or the runtime widget's module. Read with readWidgetFrames(page). Independent of
+ * the widget's own counters, so it tells one shared frame loop from a loop per view.
+ */
+export function countWidgetFrames() {
+  const raf = window.requestAnimationFrame.bind(window);
+  const acc = { calls: 0, frames: 0, callbacks: 0, max_per_frame: 0, frames_with_more: 0, last: null, n: 0 };
+  window.__nbsWidgetFrames = acc;
+  window.requestAnimationFrame = function (cb) {
+    const stack = new Error().stack ?? '';
+    if (!/blob:|nbstream/.test(stack)) return raf(cb);
+    acc.calls += 1;
+    return raf((t) => {
+      if (acc.last !== t) {
+        acc.last = t;
+        acc.frames += 1;
+        acc.n = 0;
+      }
+      acc.n += 1;
+      acc.callbacks += 1;
+      if (acc.n === 2) acc.frames_with_more += 1;
+      acc.max_per_frame = Math.max(acc.max_per_frame, acc.n);
+      return cb(t);
+    });
+  };
+}
+
+/** Starts countWidgetFrames' per-frame figures (max, frames with more than one) afresh. */
+export async function resetWidgetFrames(page) {
+  await page.evaluate(() => {
+    const acc = window.__nbsWidgetFrames;
+    if (acc) {
+      acc.max_per_frame = 0;
+      acc.frames_with_more = 0;
+    }
+  });
+}
+
+/** What countWidgetFrames counted so far: { calls, frames, callbacks, max_per_frame, frames_with_more }. */
+export async function readWidgetFrames(page) {
+  return page.evaluate(() => {
+    const { last, n, ...rest } = window.__nbsWidgetFrames ?? {};
+    return rest;
+  });
 }

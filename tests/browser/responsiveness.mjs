@@ -36,60 +36,12 @@
 import { chat, counters, SEL, sendPrompt, waitForChat, FINAL_STATUSES as FINAL } from './chat.mjs';
 import fs from 'node:fs';
 import zlib from 'node:zlib';
-import { cell, openNotebook, runCell, runFirstCellInNotebook7, scenario } from './lab.mjs';
+import { openNotebook, runCell, runFirstCellInNotebook7, scenario } from './lab.mjs';
+import { probeOnce, quantile, selectCell, stat } from './probe.mjs';
 import { analyseTrace, endTrace, startTrace } from './trace.mjs';
 
 
-const quantile = (xs, q) => {
-  if (xs.length === 0) return null;
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))];
-};
 const r1 = (x) => (x === null || x === undefined ? null : Math.round(x * 10) / 10);
-
-/** Select the probe cell as a person does: a click on its prompt (command mode). */
-async function selectCell(page, index) {
-  await cell(page, index).locator('.jp-InputPrompt').first().click();
-}
-
-/**
- * Run the selected probe cell once from the keyboard (Ctrl+Enter: run it and
- * stay on it, so the next probe needs no click); resolves with { ms, at }
- * (page clock): from the key press to its output in the DOM. The page is
- * waited on through a promise that a MutationObserver resolves: no polling
- * that would load the page being measured.
- */
-async function probeOnce(page, index, needle, timeout = 30_000) {
-  await page.evaluate(
-    ({ index, needle, timeout }) => {
-      const node = document.querySelectorAll('.jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell')[index];
-      const start = performance.now();
-      window.__nbsProbe = new Promise((resolve, reject) => {
-        const timer = setTimeout(() => {
-          obs.disconnect();
-          reject(new Error(`no "${needle}" in cell ${index} after ${timeout} ms`));
-        }, timeout);
-        const obs = new MutationObserver((records) => {
-          for (const r of records) {
-            for (const n of r.addedNodes) {
-              if ((n.textContent ?? '').includes(needle)) {
-                clearTimeout(timer);
-                obs.disconnect();
-                resolve({ ms: performance.now() - start, at: start });
-                return;
-              }
-            }
-          }
-        });
-        obs.observe(node, { childList: true, subtree: true });
-      });
-      performance.mark('nbs-probe');
-    },
-    { index, needle, timeout },
-  );
-  await page.keyboard.press('Control+Enter');
-  return page.evaluate(() => window.__nbsProbe);
-}
 
 /** Resolves with the message's status once it is final; a MutationObserver, no polling. */
 function finalStatus(page, id, timeout) {
@@ -222,7 +174,6 @@ await scenario(async ({ page, params, log }) => {
   const frames = rec.frames.filter(inStream);
   const gaps = frames.slice(1).map((t, i) => t - frames[i]);
   const ms = (xs) => xs.map((p) => p.ms);
-  const stat = (xs) => ({ n: xs.length, p50: r1(quantile(xs, 0.5)), p95: r1(quantile(xs, 0.95)), max: r1(xs.length ? Math.max(...xs) : null) });
   const idleStat = stat(ms(idle));
   const duringStat = stat(ms(during));
   return {

@@ -4,7 +4,7 @@
 // forces a garbage collection and reads Chromium's metrics (JS heap used, DOM nodes,
 // event listeners). At the end, the kernel's own figures per batch are read back.
 // params: { notebook, batches, timeout_ms }
-// Returns { page: [{batch, js_heap_mb, nodes, listeners}], kernel: [...] }
+// Returns { page: [{batch, js_heap_mb, nodes, chat_nodes, listeners, chat_listeners}], kernel: [...] }
 import { kernelJson } from './record.mjs';
 import { openNotebook, runCell, scenario } from './lab.mjs';
 
@@ -29,12 +29,22 @@ await scenario(async ({ page, params, log }) => {
     const { metrics } = await cdp.send('Performance.getMetrics');
     const m = Object.fromEntries(metrics.map((x) => [x.name, x.value]));
     const chatNodes = await page.evaluate(() => document.querySelector('.nbs-chat').querySelectorAll('*').length);
+    // the widget's own listeners: its element and everything under it (the page's count
+    // also holds JupyterLab's, which adds some now and then: a notification, a tooltip)
+    const { result } = await cdp.send('Runtime.evaluate', { expression: "document.querySelector('.nbs-chat')" });
+    const { listeners: own } = await cdp.send('DOMDebugger.getEventListeners', {
+      objectId: result.objectId,
+      depth: -1,
+      pierce: true,
+    });
+    await cdp.send('Runtime.releaseObject', { objectId: result.objectId });
     rows.push({
       batch: b,
       js_heap_mb: m.JSHeapUsedSize / 2 ** 20,
       nodes: m.Nodes,
       chat_nodes: chatNodes,
       listeners: m.JSEventListeners,
+      chat_listeners: own.length,
     });
     log(`batch ${b}: heap ${(m.JSHeapUsedSize / 2 ** 20).toFixed(1)} MB, ${m.Nodes} nodes`);
   }

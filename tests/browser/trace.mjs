@@ -147,17 +147,18 @@ function treeOf(events) {
 }
 
 /** Self time of a tree by class, µs; `url`: the nearest script URL above. */
-function selfTimes(node, url, out, fns) {
+function selfTimes(node, url, out, fns, names = null) {
   const d = node.ev.args?.data ?? {};
   const here = d.url || (node.ev.name === 'EvaluateScript' ? d.url : null) || url;
   let childSum = 0;
   for (const c of node.children) {
     childSum += c.ev.dur ?? 0;
-    selfTimes(c, here, out, fns);
+    selfTimes(c, here, out, fns, names);
   }
   const self = Math.max(0, (node.ev.dur ?? 0) - childSum);
   const cls = selfClass(node.ev, here);
   out[cls] = (out[cls] ?? 0) + self;
+  if (names !== null) names[node.ev.name] = (names[node.ev.name] ?? 0) + self;
   if (node.ev.name === 'FunctionCall') {
     const k = `${shortUrl(d.url)}:${d.functionName || '(anonymous)'}`;
     fns[k] = (fns[k] ?? 0) + (node.ev.dur ?? 0);
@@ -296,6 +297,7 @@ export function analyseTrace(events, { maxTasks = 40 } = {}) {
   }
   // the whole stream: main-thread busy time by class (not only long tasks)
   const busy = {};
+  const busyNames = {};
   let busyUs = 0;
   const frames = { painted: 0, laid_out_twice: 0, layout_passes: 0 };
   if (streamFrom !== null) {
@@ -310,7 +312,7 @@ export function analyseTrace(events, { maxTasks = 40 } = {}) {
       const inside = [];
       for (let m = k; m < evs.length && evs[m].ts < end; m++) if (evs[m] !== t) inside.push(evs[m]);
       const node = { ev: t, children: treeOf(inside), end };
-      selfTimes(node, null, busy, {});
+      selfTimes(node, null, busy, {}, busyNames);
       const p = passesOf(node);
       if (p.painted) {
         frames.painted++;
@@ -336,6 +338,9 @@ export function analyseTrace(events, { maxTasks = 40 } = {}) {
     frames_in_stream: frames,
     main_thread_busy_in_stream: streamMs ? r1((busyUs / 1000 / streamMs) * 100) : null, // percent
     busy_ms_in_stream_by_class: Object.fromEntries(Object.entries(busy).filter(([, us]) => us >= 1000).sort((a, b) => b[1] - a[1]).map(([c, us]) => [c, r1(us / 1000)])),
+    // the same time by trace event (self time): which rendering step (Layerize, Paint,
+    // Layout, UpdateLayoutTree, ...) or script entry point; the 16 largest
+    busy_ms_in_stream_by_event: Object.fromEntries(Object.entries(busyNames).filter(([, us]) => us >= 1000).sort((a, b) => b[1] - a[1]).slice(0, 16).map(([c, us]) => [c, r1(us / 1000)])),
     tasks_explained: explained.slice(0, maxTasks),
   };
 }

@@ -7,7 +7,11 @@
 // afterwards the whole DOM is checked, then every image placeholder and every
 // neutered link is clicked, and the canary (window.__nbsCanary, which every
 // payload tries to set) must still be unset.
-// params: { notebook, count, timeout_ms = 60000 }
+// Then the attachment payloads (#21: hostile names, an SVG with script and onload,
+// a data: URL as a name...) are dropped onto the chat as files and sent: the tray
+// and the question show them as text and <img> of data: URLs only, every thumbnail
+// is clicked, every excerpt opened, and the canary stays unset.
+// params: { notebook, count, timeout_ms = 60000, attachments = [{name, mime, content}] }
 import { SEL, counters, waitForChat } from './chat.mjs';
 import { openNotebook, runAllCells, scenario } from './lab.mjs';
 
@@ -139,8 +143,80 @@ await scenario(async ({ page, params, log }) => {
       canary_in_window: '__nbsCanary' in window,
     };
   });
+  // Attachments: dropped as files onto the chat, sent with the question "0"
+  phase = 'attachments';
+  const files = params.attachments ?? [];
+  let attached = null;
+  if (files.length > 0) {
+    const userBefore = await page.evaluate(() => document.querySelectorAll('.nbs-message[data-role="user"]').length);
+    await page.evaluate((files) => {
+      const dt = new DataTransfer();
+      for (const f of files) dt.items.add(new File([f.content], f.name, { type: f.mime }));
+      const root = document.querySelector('.nbs-chat');
+      root.dispatchEvent(new DragEvent('dragover', { dataTransfer: dt, bubbles: true, cancelable: true }));
+      root.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    }, files);
+    await page.waitForFunction((n) => document.querySelectorAll('.nbs-chat .nbs-attach-item').length === n, files.length, { timeout: 20_000 });
+    const checkAttachments = () => {
+      const ALLOWED = new Set('DIV BUTTON IMG DETAILS SUMMARY PRE SPAN'.split(' '));
+      const out = [];
+      for (const el of document.querySelectorAll('.nbs-attachments *, .nbs-attach-tray *')) {
+        if (!ALLOWED.has(el.tagName)) out.push(`tag ${el.tagName}`);
+        for (const name of el.getAttributeNames()) {
+          const n = name.toLowerCase();
+          if (n.startsWith('on') || n.startsWith('data-') || n === 'style' || n === 'href') out.push(`attribute ${name} on ${el.tagName}`);
+        }
+        if (el.tagName === 'IMG' && !/^data:image\/(?:png|jpeg|gif|webp|svg\+xml);base64,/.test(el.getAttribute('src') ?? '')) {
+          out.push(`img src ${String(el.getAttribute('src')).slice(0, 40)}`);
+        }
+      }
+      return out;
+    };
+    const trayViolations = await page.evaluate(checkAttachments);
+    const input = page.locator('.nbs-chat textarea.nbs-input').first();
+    await input.click();
+    await input.pressSequentially('0', { delay: 5 });
+    await input.press('Enter');
+    await page.waitForFunction(
+      (n) => {
+        const users = document.querySelectorAll('.nbs-message[data-role="user"]');
+        const last = users[users.length - 1];
+        const replies = [...document.querySelectorAll('.nbs-message[data-role="assistant"]')];
+        return users.length > n && last.querySelector('.nbs-attachments') && ['done', 'error'].includes(replies[replies.length - 1]?.dataset.status);
+      },
+      userBefore,
+      { timeout: 60_000, polling: 200 },
+    );
+    attached = await page.evaluate(async () => {
+      const users = document.querySelectorAll('.nbs-message[data-role="user"]');
+      const box = users[users.length - 1].querySelector('.nbs-attachments');
+      let clicked = 0;
+      for (const b of box.querySelectorAll('button.nbs-att-thumb')) {
+        b.click();
+        clicked += 1;
+      }
+      for (const s of box.querySelectorAll('details > summary')) {
+        s.click();
+        clicked += 1;
+      }
+      await new Promise((r) => setTimeout(r, 500));
+      return {
+        names: [...box.querySelectorAll('.nbs-att-name')].map((e) => e.textContent),
+        alts: [...box.querySelectorAll('img')].map((i) => i.alt),
+        images: [...box.querySelectorAll('img')].map((i) => ({ loaded: i.complete && i.naturalWidth > 0, src: i.getAttribute('src').slice(0, 26) })),
+        excerpts: [...box.querySelectorAll('pre')].map((p) => p.textContent),
+        clicked,
+        commandlinkers: document.querySelectorAll('.nbs-chat [data-commandlinker-command]').length,
+        canary: window.__nbsCanary === undefined ? null : String(window.__nbsCanary),
+        canary_in_window: '__nbsCanary' in window,
+      };
+    });
+    attached.violations = [...trayViolations, ...(await page.evaluate(checkAttachments))];
+  }
   const themeAfter = await page.evaluate(() => document.body.dataset.jpThemeName ?? null);
   return {
+    attached,
+    canary_requests_attachments: canaryRequests.filter((r) => r.phase === 'attachments').map((r) => r.url),
     count,
     statuses,
     after_stream: afterStream,

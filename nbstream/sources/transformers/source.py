@@ -36,6 +36,13 @@ template) become :class:`~nbstream.core.pieces.ToolCallDelta` pieces as it
 writes them; a reply that calls tools ends with ``"tool_calls"``. A template
 that cannot take tools is refused (:attr:`~TransformersSource.supports_tools`).
 
+Vision models (#21): with a processor (``processor=``, or a model folder that
+has one), the source reads images: a user turn's image attachments go through
+the processor's chat template (:mod:`nbstream.sources.transformers.vision`).
+Without one, it takes text only: text attachments go into the prompt
+(:func:`~nbstream.sources.content_parts.user_text`), an image is refused with a
+clear error (:attr:`TransformersSource.accepts`) before the question is asked.
+
 Loaded models are shared: sources built with the same model arguments get
 the same model object (held while any of them lives) and the same
 :meth:`~TransformersSource.lane_key`, so their replies share one lane.
@@ -60,16 +67,18 @@ import time
 import weakref
 from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from ... import extras
+from ...core.attachment import RASTER_TYPES, TEXT_ONLY
 from ...core.loading import report_loading
 from ...core.pieces import FinishReason, Outcome
 from ..base import ChatMessage, Emit, Source, ToolSchema
+from ..content_parts import user_text
 from ..think import CLOSE, OPEN, ThinkSplitter, ThinkTags, check_think_options, splitting
 from ..toolcalls import CallIds, check_tool_request, template_messages
 from . import batching as _batch
-from . import devices, openmp
+from . import devices, openmp, vision
 from .arguments import check_generate_kwargs
 from .detok import IncrementalDecoder
 from .toolcalls import TOOL_CALL_FORMATS, ToolCallFormat, ToolReply, tool_support
@@ -85,16 +94,24 @@ DEFAULT_LABEL = "SmolLM2-135M-Instruct"
 #: the model and device are batched; elsewhere 1)
 DEFAULT_CONCURRENCY = 4
 
+#: why a vision model (one with a processor) is not batched, even for replies without
+#: images: transformers' continuous batching feeds token ids and 1-D positions only, while
+#: such models take image tensors and some place text by multimodal positions (Qwen2-VL's
+#: M-RoPE) that only their own ``generate()`` computes
+VISION_TAKES_TURNS = ("a vision model's replies take turns (continuous batching takes token "
+                      "ids only, not images or multimodal positions)")
+
 
 class _Loaded:
-    """A model and its tokenizer, shared by the sources built alike; with the
-    model's batching engine (made by the first reply that uses it, under
-    ``engine_lock``) and the gate that lets one thread compute with the model at
-    a time (batched replies together, or one reply on its own)."""
+    """A model and its tokenizer (and a vision model's processor), shared by the
+    sources built alike; with the model's batching engine (made by the first reply
+    that uses it, under ``engine_lock``) and the gate that lets one thread compute
+    with the model at a time (batched replies together, or one reply on its own)."""
 
-    def __init__(self, model: Any, tokenizer: Any) -> None:
+    def __init__(self, model: Any, tokenizer: Any, processor: Any = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
+        self.processor = processor
         self.engine: _batch.Engine | None = None
         self.plan: devices.Batching | None = None
         self.engine_lock = threading.Lock()
@@ -325,7 +342,8 @@ def _prompt_text(tokenizer: Any, inputs: Any) -> str:
 
 _OWN_ARGUMENTS = ("model", "tokenizer", "device", "dtype", "load_in_4bit", "load_in_8bit",
                   "attn_implementation", "system_prompt", "warmup", "chat_template_kwargs",
-                  "think_tags", "cpu_threads", "tool_call_format", "concurrency")
+                  "think_tags", "cpu_threads", "tool_call_format", "processor",
+                  "concurrency")
 
 
 class TransformersSource(Source):
@@ -369,14 +387,20 @@ class TransformersSource(Source):
     (:mod:`~nbstream.sources.transformers.batching`), each streamed to its own
     message and stoppable alone. :attr:`batching` says whether that happens and,
     if not, why (bitsandbytes quantization, eager attention, a device other than
-    cpu / cuda, a ``generate_kwargs`` setting the batch does not apply, such as
-    ``repetition_penalty``; then replies take turns, first come first served).
+    cpu / cuda, a vision model, a ``generate_kwargs`` setting the batch does not
+    apply, such as ``repetition_penalty``; then replies take turns, first come
+    first served).
 
     ``tool_call_format``: how the model writes tool calls, ``"hermes"``
     (``<tool_call>{...}</tool_call>``), ``"mistral"``, ``"llama3"`` or
     ``"response_template"`` (the tokenizer's own parsing); None (the default)
     takes the tokenizer's response template where it has one, else reads the
     chat template (see :mod:`nbstream.sources.transformers.toolcalls`).
+
+    ``processor``: a vision model's processor (an object, or a local folder;
+    ``AutoProcessor``): the source then reads images (:attr:`accepts`). A model
+    folder with a processor of its own (``preprocessor_config.json``) needs none:
+    it is loaded with ``AutoProcessor`` and ``AutoModelForImageTextToText``.
 
     ``generate`` returns an :class:`~nbstream.core.pieces.Outcome` (finish reason,
     usage, figures). After each reply, :attr:`last_token_ids` holds the ids
@@ -399,6 +423,7 @@ class TransformersSource(Source):
         think_tags: ThinkTags = None,
         cpu_threads: int | None = None,
         tool_call_format: ToolCallFormat | None = None,
+        processor: Any = None,
         concurrency: int | None = None,
         **generate_kwargs: Any,
     ) -> None:
@@ -462,6 +487,25 @@ class TransformersSource(Source):
                     "device, dtype, load_in_4bit/8bit and attn_implementation apply when "
                     "nbstream loads the model; place a model object yourself"
                 )
+        # a vision model's processor (#21): an object, a folder, or the model folder's own
+        self._processor_obj: Any = None
+        self._processor_location: str | None = None
+        if isinstance(processor, (str, os.PathLike)):
+            kind, where = _resolve_local("tokenizer", processor)
+            if kind != "folder" or not vision.is_vision_folder(where):
+                raise FileNotFoundError(f"processor {os.fspath(processor)!r} is not a folder "
+                                        f"with {' or '.join(vision.PROCESSOR_FILES)}")
+            self._processor_location = where
+        elif processor is not None:
+            if not callable(getattr(processor, "apply_chat_template", None)):
+                raise TypeError(f"processor must be a transformers processor (with "
+                                f"apply_chat_template), got {type(processor).__name__}")
+            self._processor_obj = processor
+            if tokenizer is None:
+                tokenizer = getattr(processor, "tokenizer", None)
+        elif self._kind == "folder" and self._location is not None \
+                and vision.is_vision_folder(self._location):
+            self._processor_location = self._location
         self._tokenizer_obj: Any = None
         self._tokenizer_location: tuple[str, str] | None = None
         if isinstance(tokenizer, (str, os.PathLike)):
@@ -477,6 +521,7 @@ class TransformersSource(Source):
             self._tokenizer_location = ("folder", name)
         self._loaded: _Loaded | None = None
         self._tokenizer: Any = None
+        self._processor: Any = None
         self._warmed = False
         self._prepare_lock = threading.Lock()
 
@@ -536,6 +581,8 @@ class TransformersSource(Source):
         if self.cpu_threads is not None:
             return ("cpu_threads= is set per reply on the generating thread; batched replies "
                     "are computed on the engine's thread")
+        if self.reads_images:
+            return VISION_TAKES_TURNS
         if self._options["load_in_4bit"] or self._options["load_in_8bit"]:
             return devices.select_batching("cpu", "sdpa", "bitsandbytes", 2).reason
         attention = self._options["attn_implementation"]
@@ -619,6 +666,23 @@ class TransformersSource(Source):
         """The tokenizer (None before :meth:`prepare`, unless one was passed)."""
         return self._tokenizer if self._tokenizer is not None else self._tokenizer_obj
 
+    @property
+    def processor(self) -> Any:
+        """A vision model's processor (None for a text-only model, and before
+        :meth:`prepare` unless one was passed)."""
+        return self._processor if self._processor is not None else self._processor_obj
+
+    @property
+    def reads_images(self) -> bool:
+        """Whether the model reads images (it has a processor)."""
+        return self._processor_obj is not None or self._processor_location is not None
+
+    @property
+    def accepts(self) -> frozenset[str]:
+        """Text, and PNG / JPEG / WebP / GIF images for a vision model (one with a
+        processor); a text-only model takes text attachments only (put into the prompt)."""
+        return TEXT_ONLY | RASTER_TYPES if self.reads_images else TEXT_ONLY
+
     def queued(self) -> None:
         """Hand back the asking thread's OpenMP threads (:mod:`.openmp`): a cell that
         loaded or ran the model left the main thread a pool of them, and with two
@@ -635,6 +699,7 @@ class TransformersSource(Source):
             if self._loaded is None:
                 self._loaded = self._load_shared()
                 self._tokenizer = self._load_tokenizer(self._loaded)
+                self._processor = self._processor_obj or self._loaded.processor
             if self.warmup and not self._warmed:
                 report_loading(WARMING_UP)
                 self._run_warmup()
@@ -670,6 +735,18 @@ class TransformersSource(Source):
         kwargs = plan.from_pretrained_kwargs()
         if self._kind == "default":
             model, tokenizer = _load_default_reporting(kwargs)
+        elif self._processor_location is not None and self._processor_location == self._location:
+            # a vision model folder: its processor (its tokenizer inside) and model
+            from transformers import AutoModelForImageTextToText, AutoProcessor
+
+            report_loading(LOADING)
+            processor = cast(Any, AutoProcessor).from_pretrained(self._location,
+                                                                 local_files_only=True)
+            vlm = cast(Any, AutoModelForImageTextToText).from_pretrained(self._location,
+                                                                         **kwargs)
+            vlm.eval()
+            devices.check_packable(vlm, plan)
+            return _Loaded(vlm, processor.tokenizer, processor)
         else:
             report_loading(LOADING)
             assert self._location is not None
@@ -690,6 +767,12 @@ class TransformersSource(Source):
     def _load_tokenizer(self, loaded: _Loaded) -> Any:
         if self._tokenizer_obj is not None:
             return self._tokenizer_obj
+        if self._processor_location is not None and loaded.processor is None:
+            from transformers import AutoProcessor  # a processor folder beside the model
+
+            loaded.processor = cast(Any, AutoProcessor).from_pretrained(
+                self._processor_location, local_files_only=True)
+            return loaded.processor.tokenizer
         if self._tokenizer_location is not None:
             from transformers import AutoTokenizer
 
@@ -717,6 +800,9 @@ class TransformersSource(Source):
     def _conversation(self, messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
         # assistant tool calls (arguments as objects) and tool turns kept for the template
         turns = template_messages(messages)
+        for turn, m in zip(turns, messages, strict=True):
+            if m.get("attachments"):  # a text-only model: text attachments in the text (#21)
+                turn["content"] = user_text(m)
         if self.system_prompt is not None and not (turns and turns[0]["role"] == "system"):
             turns.insert(0, {"role": "system", "content": self.system_prompt})
         return turns
@@ -725,12 +811,20 @@ class TransformersSource(Source):
                 tooling: ToolReply | None = None) -> Any:
         """The prompt's tensors, with ``tools`` for the template; with ``tooling``'s
         prefill written after it for the model to continue (a forced call's start)."""
+        extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
+        processor = self.processor
+        if processor is not None:  # a vision model: images through its processor (#21)
+            if tooling is not None and tooling.prefill:
+                raise ValueError(f"{self.label}: a tool_choice naming a function is not "
+                                 "supported with a vision model's processor; use 'required'")
+            return vision.inputs(processor, self.model,
+                                 vision.conversation(messages, self.system_prompt),
+                                 {**extra, **self.chat_template_kwargs})
         tokenizer = self.tokenizer
         if not getattr(tokenizer, "chat_template", None):
             raise ValueError(
                 f"the tokenizer of {self.label} has no chat template; set tokenizer.chat_template"
             )
-        extra: dict[str, Any] = {"tools": list(tools)} if tools else {}
         if tooling is not None and tooling.prefill:
             text = tokenizer.apply_chat_template(
                 self._conversation(messages), add_generation_prompt=True, tokenize=False,
@@ -757,7 +851,8 @@ class TransformersSource(Source):
         mode = self.think_tags
         if mode is False:
             return None
-        if mode is None and OPEN not in str(getattr(self.tokenizer, "chat_template", "") or ""):
+        template = getattr(self.processor or self.tokenizer, "chat_template", "")
+        if mode is None and OPEN not in str(template or ""):
             return None
         # the template opened the block when the prompt ends with <think>
         tail = self.tokenizer.decode(prompt_ids[0, -8:].tolist(), skip_special_tokens=False)
@@ -897,6 +992,7 @@ class TransformersSource(Source):
         text emitted so far is kept; nothing is emitted after the stop).
         ``Cancelled`` raised by ``emit`` propagates.
         """
+        self.check_attachments(messages)
         self.last_token_ids = []
         if cancel.is_set():
             return Outcome("cancelled")
