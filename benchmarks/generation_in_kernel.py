@@ -4,7 +4,7 @@
 This one asks what a notebook user sees: the embedded model (or ``--model PATH``)
 answers the same prompt with exactly ``--tokens`` new tokens (greedy;
 ``min_new_tokens`` = ``max_new_tokens``), timed inside a kernel (jupyter_client,
-no browser) from the call to the end of the answer, five ways:
+no browser) from the call to the end of the answer, six ways:
 
 * **bare, main thread**: ``model.generate(...)`` run in a cell, as a user's own
   loop would (the kernel is blocked meanwhile), in a kernel that loaded the model
@@ -17,7 +17,11 @@ no browser) from the call to the end of the answer, five ways:
   main thread's OpenMP threads left as they are (see below);
 * **widget, own kernel**: the same in a second kernel where only the widget touches
   the model (it loads it on the reply's worker thread, as in a notebook that uses
-  the widget alone).
+  the widget alone);
+* **widget, batching source**: the widget in the first kernel with a source that
+  batches replies (``concurrency=4``, no ``min_new_tokens``): a reply alone runs
+  ``generate()`` there too, with the check that moves it into a batch when another
+  reply comes (``nbstream.sources.transformers.batching``).
 
 Why two kernels: torch's CPU build runs its ops on GNU OpenMP, one pool of threads
 per thread that calls into torch. What the figures point to (notes of issue 12):
@@ -59,10 +63,13 @@ from nbstream.sources import TransformersSource
 N = {tokens}
 PROMPT = "Write a short story about a robot who learns to paint."
 source = TransformersSource({model!r}, max_new_tokens=N, min_new_tokens=N, do_sample=False)
+# the same model, through the path that batches replies (min_new_tokens is not batched):
+# a reply alone runs generate() there too, with the batch's stop check
+batching = TransformersSource({model!r}, max_new_tokens=N, concurrency=4)
 
 
-def widget():
-    chat = ChatWidget(source)
+def widget(src=None):
+    chat = ChatWidget(src or source)
     t0 = time.perf_counter()
     reply = chat.send(PROMPT)
     reply.wait()
@@ -115,6 +122,7 @@ def widget_pool_kept():
 
 for way in (bare_main, bare_worker, widget, widget_pool_kept):  # warm-up: first calls
     way()
+widget(batching)
 """
 
 # the kernel of a notebook that uses the widget alone: the first reply loads the model
@@ -129,6 +137,7 @@ WAYS = {
     "widget, same kernel": ("user", "widget()"),
     "widget, same, pool kept": ("user", "widget_pool_kept()"),
     "widget, own kernel": ("widget", "widget()"),
+    "widget, batching source": ("user", "widget(batching)"),
 }
 BASE = "bare, main thread"
 

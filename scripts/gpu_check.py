@@ -14,6 +14,13 @@ loads it through :class:`nbstream.sources.TransformersSource`, then measures
 and prints one table. A variant that cannot run (no bitsandbytes, no
 flash_attn, a GPU too old) is reported with the reason instead.
 
+Then, per variant, several replies asked at once (``--batched-counts``, 1/2/4/8
+on CUDA): the aggregate tokens/s and the median time to first token of
+``TransformersSource(concurrency=8)`` (replies computed together by transformers'
+continuous batching, ``nbstream.sources.transformers.batching``) against
+``concurrency=1`` (they take turns), with the source's ``batching`` line (why a
+variant is not batched, e.g. 4-bit).
+
 Without CUDA it runs the same steps on the CPU with a tiny config, so the
 script is exercised by the test suite and cannot rot:
 
@@ -145,6 +152,81 @@ def variant(name: str, folder: Path, options: dict[str, Any], args: argparse.Nam
     return row
 
 
+def together(folder: Path, options: dict[str, Any], concurrency: int, count: int,
+             new_tokens: int) -> tuple[float, float, str]:
+    """``count`` replies asked at once of one model through its lane, as the widgets
+    ask: (aggregate tokens/s, median seconds to first token, the source's batching)."""
+    from nbstream.core import lanes
+    from nbstream.sources import TransformersSource
+
+    sources = [TransformersSource(str(folder), max_new_tokens=new_tokens,
+                                  concurrency=concurrency, **options) for _ in range(count)]
+    for s in sources:
+        s.prepare()
+    key = sources[0].lane_key()
+    while lanes.get(key) is not None:  # the previous run's lane has retired
+        time.sleep(0.01)
+    firsts: list[float] = []
+    outcomes: list[Any] = []
+    errors: list[BaseException] = []
+    done = threading.Semaphore(0)
+    lock = threading.Lock()
+
+    def job(i: int) -> None:
+        first: list[float] = []
+
+        def emit(piece: str) -> None:
+            if not first:
+                first.append(time.perf_counter())
+
+        try:
+            outcome = sources[i].generate_with(
+                [{"role": "user", "content": f"Tell me about lighthouses, part {i}."}], emit,
+                threading.Event(), {})
+            with lock:
+                outcomes.append(outcome)
+                firsts.extend(first)
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+        finally:
+            done.release()
+
+    t0 = time.perf_counter()
+    for i in range(count):
+        lanes.submit(key, sources[i].concurrency, lambda i=i: job(i))
+    for _ in range(count):
+        done.acquire()
+    if errors:
+        raise errors[0]
+    span = time.perf_counter() - t0
+    tokens = sum(int(o.figures["tokens"]) for o in outcomes)
+    return tokens / span, statistics.median(f - t0 for f in firsts), sources[0].batching
+
+
+def batched_rows(name: str, folder: Path, options: dict[str, Any], args: argparse.Namespace
+                 ) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    for count in args.batched_counts:
+        row: dict[str, Any] = {"variant": f"{name}, {count} at once"}
+        try:
+            for way, concurrency in (("lane", 1), ("batched", 8)):
+                rates, ttfts = [], []
+                for _ in range(args.runs):
+                    rate, ttft, batching = together(folder, options, concurrency, count,
+                                                    args.new_tokens)
+                    rates.append(rate)
+                    ttfts.append(ttft)
+                row[f"{way}_tok_s"] = round(statistics.median(rates), 1)
+                row[f"{way}_ttft_ms"] = round(statistics.median(ttfts) * 1000, 1)
+                if way == "batched":
+                    row["batching"] = batching
+            row["ratio"] = round(row["batched_tok_s"] / row["lane_tok_s"], 2)
+        except Exception as exc:  # report and go on
+            row["skipped"] = f"{type(exc).__name__}: {exc}"[:200]
+        rows.append(row)
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", choices=sorted(SIZES), default=None,
@@ -153,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=3)
     p.add_argument("--tokenizer", default=None, help="local tokenizer folder")
     p.add_argument("--json", action="store_true", help="print rows as JSON lines too")
+    p.add_argument("--batched-counts", default=None,
+                   help="replies asked at once, comma-separated (default: 1,2,4,8 on CUDA, "
+                        "1,2 on CPU; 0: none)")
     args = p.parse_args(argv)
 
     import torch
@@ -160,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     cuda = torch.cuda.is_available()
     args.size = args.size or ("0.5b" if cuda else "tiny")
     args.new_tokens = args.new_tokens or (256 if cuda else 16)
+    counts = args.batched_counts or ("1,2,4,8" if cuda else "1,2")
+    args.batched_counts = [int(c) for c in counts.split(",") if int(c) > 0]
     device = "cuda" if cuda else "cpu"
     print(f"torch {torch.__version__}, device {device}"
           + (f" ({torch.cuda.get_device_name(0)})" if cuda else "")
@@ -176,11 +263,14 @@ def main(argv: list[str] | None = None) -> int:
                               "attn_implementation": "flash_attention_2"}),
         ]
     rows = []
+    together_rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / f"llama-{args.size}"
         build_model(folder, args.size, tokenizer)
         for name, options in variants:
             rows.append(variant(name, folder, options, args))
+            if "skipped" not in rows[-1]:
+                together_rows += batched_rows(name, folder, options, args)
     cols = ["variant", "device", "dtype", "attention", "load_s", "bare_tok_s",
             "streamed_tok_s", "ratio", "ttft_ms"]
     print(" | ".join(cols))
@@ -191,6 +281,18 @@ def main(argv: list[str] | None = None) -> int:
             print(" | ".join(str(r.get(c, "")) for c in cols))
         if args.json:
             print(json.dumps(r))
+    if together_rows:
+        print()
+        cols = ["variant", "lane_tok_s", "batched_tok_s", "ratio", "lane_ttft_ms",
+                "batched_ttft_ms", "batching"]
+        print(" | ".join(cols))
+        for r in together_rows:
+            if "skipped" in r:
+                print(f"{r['variant']} | skipped: {r['skipped']}")
+            else:
+                print(" | ".join(str(r.get(c, "")) for c in cols))
+            if args.json:
+                print(json.dumps(r))
     return 0 if any("skipped" not in r for r in rows) else 1
 
 

@@ -63,7 +63,8 @@ def generate_on_worker(source: TransformersSource, seen: list[int]) -> Any:
 
 def test_none_leaves_torch_alone(monkeypatch: pytest.MonkeyPatch) -> None:
     spy = ThreadSpy(monkeypatch)
-    source = TransformersSource(tiny_model(), tiny_tokenizer(), max_new_tokens=4)
+    # the reply's own generate() (concurrency=1): a batched one runs on the engine's thread
+    source = TransformersSource(tiny_model(), tiny_tokenizer(), max_new_tokens=4, concurrency=1)
     seen: list[int] = []
     before = torch.get_num_threads()
     generate_on_worker(source, seen)

@@ -29,6 +29,12 @@ def test_cpu_smoke_run_measures_bare_and_streamed() -> None:
     assert row["bare_tok_s"] > 0 and row["streamed_tok_s"] > 0
     assert row["ttft_ms"] > 0
     assert row["dtype"] == "float32" or row["device"] != "cpu"
+    together = {r["variant"]: r for r in rows if "at once" in r["variant"]}
+    assert set(together) == {"default, 1 at once", "default, 2 at once"}, out
+    two = together["default, 2 at once"]
+    assert "skipped" not in two, two
+    assert two["lane_tok_s"] > 0 and two["batched_tok_s"] > 0 and two["batched_ttft_ms"] > 0
+    assert two["batching"].startswith("up to 8 replies together on cpu"), two
 
 
 @pytest.mark.gpu
@@ -42,3 +48,9 @@ def test_gpu_variants() -> None:
     assert "skipped" not in bf16, bf16
     assert bf16["dtype"] == "bfloat16" and bf16["device"].startswith("cuda")
     assert bf16["ratio"] > 0.9  # streaming keeps the bare throughput
+    # several replies at once: computed together on the GPU, taking turns in 4 bit
+    four = rows["bf16 sdpa, 4 at once"]
+    assert "skipped" not in four and "together on cuda" in four["batching"], four
+    assert four["ratio"] > 1.5, four
+    if "4-bit nf4, 2 at once" in rows:
+        assert "take turns" in rows["4-bit nf4, 2 at once"]["batching"]

@@ -26,6 +26,8 @@ from nbstream.sources import TransformersSource
 from nbstream.sources.base import ChatMessage
 from nbstream.sources.transformers.toolcalls import call_syntax, tool_support
 
+pytestmark = pytest.mark.transformers  # random-weight models through the real generate()
+
 ASK: list[ChatMessage] = [{"role": "user", "content": "What is the weather in Paris?"}]
 WEATHER = {"type": "function", "function": {
     "name": "get_weather", "description": "Weather of a city",

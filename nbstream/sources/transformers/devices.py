@@ -21,6 +21,15 @@ Rules (each overridable by an explicit argument):
   (transformers 5 can fetch a flash-attention kernel from the Hub when
   ``flash_attn`` is absent; nbstream never asks it to.)
 
+Batching (:func:`select_batching`): several replies of one model run together
+in transformers' continuous batching (:mod:`nbstream.sources.transformers.batching`)
+on ``cpu`` and ``cuda`` devices, with ``sdpa`` or flash attention, unquantized;
+elsewhere replies take turns. The paged cache is sized per device: on a CPU,
+small pages, a budget of 1,024 tokens per reply and prefill in chunks of 256
+tokens (a long prompt then delays the others' next token by one chunk, not by
+the whole prompt); on a GPU, 256-token pages, 8,192 tokens per reply, 2,048
+tokens per step.
+
 After a 4-bit load on the CPU, :func:`check_packable` looks at the loaded
 model before its first forward pass: on a CPU with AVX-512-BF16,
 bitsandbytes repacks each 4-bit layer for its fused kernel at that first pass
@@ -291,3 +300,77 @@ def plan(
         quantization=quantization,
         reasons=(f"attention: {why}",),
     )
+
+
+#: attention implementations continuous batching runs without switching the model's
+#: own (it would switch an ``eager`` model to ``paged|eager`` for as long as it runs,
+#: under any other generation sharing the model)
+BATCHING_ATTENTION = ("sdpa", "flash_attention_2", "flash_attention_3")
+
+
+@dataclass(frozen=True)
+class Batching:
+    """Whether replies of one model are batched, why, and the engine's sizes.
+
+    ``tokens_per_reply``: the paged cache holds ``concurrency`` times this many
+    tokens (prompt and answer); one reply alone may use all of it. A reply whose
+    prompt and ``max_new_tokens`` exceed the whole cache runs on its own instead.
+    ``step_tokens``: the most tokens one step computes (prefill goes in chunks of it).
+    """
+
+    enabled: bool
+    reason: str
+    page_size: int = 0
+    tokens_per_reply: int = 0
+    step_tokens: int = 0
+
+    def cache_tokens(self, concurrency: int) -> int:
+        """Tokens the paged cache holds for ``concurrency`` replies."""
+        return self.tokens_per_reply * concurrency
+
+
+def _torch_version() -> tuple[int, int]:
+    import torch
+
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    return major, minor
+
+
+def select_batching(
+    device: str,
+    attention: str,
+    quantization: str | None,
+    concurrency: int,
+    *,
+    max_positions: int | None = None,
+    torch_version: Callable[[], tuple[int, int]] = _torch_version,
+) -> Batching:
+    """Whether a model on ``device`` with ``attention`` and ``quantization`` runs
+    ``concurrency`` replies together, and with which sizes; pure (tests pass any
+    device without having it)."""
+    if concurrency <= 1:
+        return Batching(False, "concurrency=1: one reply at a time")
+    if quantization is not None:
+        return Batching(False, f"{quantization} bitsandbytes-quantized models take turns "
+                               "(transformers' continuous batching is not run on bitsandbytes "
+                               "layers)")
+    if attention not in BATCHING_ATTENTION:
+        return Batching(False, f"{attention} attention takes turns (continuous batching runs "
+                               f"{', '.join(BATCHING_ATTENTION)}; it would switch the shared "
+                               f"model's attention while it runs)")
+    kind = device.split(":")[0]
+    if kind == "cuda":
+        page, per_reply, step = 256, 8192, 2048
+    elif kind == "cpu":
+        page, per_reply, step = 64, 1024, 256
+    elif kind == "mps" and torch_version() >= (2, 14):
+        page, per_reply, step = 128, 4096, 512
+    else:
+        why = ("continuous batching on MPS needs torch 2.14 or newer (slow and memory-hungry "
+               "before)") if kind == "mps" else f"continuous batching is not run on {kind}"
+        return Batching(False, f"{device}: replies take turns ({why})")
+    if max_positions:
+        per_reply = min(per_reply, max(page, max_positions))
+    return Batching(True, f"up to {concurrency} replies together on {device} "
+                          f"(continuous batching, {attention})",
+                    page_size=page, tokens_per_reply=per_reply, step_tokens=step)

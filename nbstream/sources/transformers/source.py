@@ -45,16 +45,27 @@ clear error (:attr:`TransformersSource.accepts`) before the question is asked.
 
 Loaded models are shared: sources built with the same model arguments get
 the same model object (held while any of them lives) and the same
-:meth:`~TransformersSource.lane_key`, so their replies queue on one lane.
+:meth:`~TransformersSource.lane_key`, so their replies share one lane.
+
+Several replies at once: with ``concurrency`` above 1 (the default where the
+model allows it, :data:`DEFAULT_CONCURRENCY`), the lane runs that many replies'
+workers and each hands its prompt to the model's batching engine
+(:mod:`nbstream.sources.transformers.batching`, transformers' continuous
+batching), which computes one step for all of them at a time on its own
+thread; the worker still turns its tokens into text and emits them. Replies
+the engine does not take (see :attr:`TransformersSource.batching`) run
+``model.generate`` on their worker as before, one at a time per model, in the
+order they asked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
 import weakref
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
@@ -66,7 +77,9 @@ from ..base import ChatMessage, Emit, Source, ToolSchema
 from ..content_parts import user_text
 from ..think import CLOSE, OPEN, ThinkSplitter, ThinkTags, check_think_options, splitting
 from ..toolcalls import CallIds, check_tool_request, template_messages
+from . import batching as _batch
 from . import devices, openmp, vision
+from .arguments import check_generate_kwargs
 from .detok import IncrementalDecoder
 from .toolcalls import TOOL_CALL_FORMATS, ToolCallFormat, ToolReply, tool_support
 
@@ -77,15 +90,32 @@ __all__ = ["TransformersSource"]
 
 DEFAULT_LABEL = "SmolLM2-135M-Instruct"
 
+#: replies of one model that run together when ``concurrency`` is not given (where
+#: the model and device are batched; elsewhere 1)
+DEFAULT_CONCURRENCY = 4
+
+#: why a vision model (one with a processor) is not batched, even for replies without
+#: images: transformers' continuous batching feeds token ids and 1-D positions only, while
+#: such models take image tensors and some place text by multimodal positions (Qwen2-VL's
+#: M-RoPE) that only their own ``generate()`` computes
+VISION_TAKES_TURNS = ("a vision model's replies take turns (continuous batching takes token "
+                      "ids only, not images or multimodal positions)")
+
 
 class _Loaded:
     """A model and its tokenizer (and a vision model's processor), shared by the
-    sources built alike."""
+    sources built alike; with the model's batching engine (made by the first reply
+    that uses it, under ``engine_lock``) and the gate that lets one thread compute
+    with the model at a time (batched replies together, or one reply on its own)."""
 
     def __init__(self, model: Any, tokenizer: Any, processor: Any = None) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.processor = processor
+        self.engine: _batch.Engine | None = None
+        self.plan: devices.Batching | None = None
+        self.engine_lock = threading.Lock()
+        self.gate = _batch.Gate()
 
 
 _shared: weakref.WeakValueDictionary[Hashable, _Loaded] = weakref.WeakValueDictionary()
@@ -224,10 +254,18 @@ class _EmitStreamer:
         self._hidden = hidden
         self._emit = emit
         self._cancel = cancel
+        #: set while the reply may move on elsewhere: ``end`` then keeps the decoder's
+        #: held-back bytes (the next tokens complete them)
+        self.hold_end = False
         self._prompt_seen = False
         self.ids: list[int] = []
         self.first_at: float | None = None
         self.last_at: float | None = None
+
+    @property
+    def started(self) -> bool:
+        """Whether ``put`` had the prompt (the first call) already."""
+        return self._prompt_seen
 
     def put(self, value: Any) -> None:
         if not self._prompt_seen:
@@ -258,7 +296,7 @@ class _EmitStreamer:
                 self._emit(piece)
 
     def end(self) -> None:
-        if self._cancel.is_set():
+        if self._cancel.is_set() or self.hold_end:
             return
         rest = self._decoder.flush()
         if rest:
@@ -302,6 +340,12 @@ def _prompt_text(tokenizer: Any, inputs: Any) -> str:
     return str(tokenizer.decode(inputs["input_ids"][0].tolist(), skip_special_tokens=False))
 
 
+_OWN_ARGUMENTS = ("model", "tokenizer", "device", "dtype", "load_in_4bit", "load_in_8bit",
+                  "attn_implementation", "system_prompt", "warmup", "chat_template_kwargs",
+                  "think_tags", "cpu_threads", "tool_call_format", "processor",
+                  "concurrency")
+
+
 class TransformersSource(Source):
     """Generates replies with a local transformers causal language model.
 
@@ -326,13 +370,26 @@ class TransformersSource(Source):
     cores can be faster (benchmarks/generation_overhead.py ``--compare-threads``).
     ``generate_kwargs`` go to ``model.generate`` over the defaults
     ``do_sample=False, max_new_tokens=256`` (``stop_strings`` works: the
-    tokenizer is passed along). ``chat_template_kwargs`` (e.g.
+    tokenizer is passed along); they are checked here, and a name or value
+    ``generate`` would refuse or ignore raises at once, naming it
+    (:mod:`~nbstream.sources.transformers.arguments`). ``temperature`` reads
+    as per reply: above 0 samples, 0 is greedy. ``chat_template_kwargs`` (e.g.
     ``{"enable_thinking": False}``) go to ``tokenizer.apply_chat_template``.
 
     ``think_tags``: None (the default) splits ``<think>…</think>`` into
     reasoning when the chat template mentions ``<think>``; True always, False
     never; ``"opened"``: the output starts inside a block (also detected by
     itself: a prompt that ends with ``<think>``).
+
+    ``concurrency``: how many replies of this model run at once (None: up to
+    :data:`DEFAULT_CONCURRENCY` where the model and device are batched, else 1).
+    Above 1 they are computed together, one step for all at a time
+    (:mod:`~nbstream.sources.transformers.batching`), each streamed to its own
+    message and stoppable alone. :attr:`batching` says whether that happens and,
+    if not, why (bitsandbytes quantization, eager attention, a device other than
+    cpu / cuda, a vision model, a ``generate_kwargs`` setting the batch does not
+    apply, such as ``repetition_penalty``; then replies take turns, first come
+    first served).
 
     ``tool_call_format``: how the model writes tool calls, ``"hermes"``
     (``<tool_call>{...}</tool_call>``), ``"mistral"``, ``"llama3"`` or
@@ -367,10 +424,14 @@ class TransformersSource(Source):
         cpu_threads: int | None = None,
         tool_call_format: ToolCallFormat | None = None,
         processor: Any = None,
+        concurrency: int | None = None,
         **generate_kwargs: Any,
     ) -> None:
-        if "streamer" in generate_kwargs:
-            raise TypeError("TransformersSource brings its own streamer; do not pass streamer=")
+        if concurrency is not None and (
+            isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1
+        ):
+            raise ValueError(f"concurrency must be None or a positive int, not {concurrency!r}")
+        generate_kwargs = check_generate_kwargs(generate_kwargs, own=_OWN_ARGUMENTS)
         think_tags, template_kwargs = check_think_options(think_tags, chat_template_kwargs,
                                                           where="TransformersSource")
         if cpu_threads is not None and (
@@ -384,6 +445,7 @@ class TransformersSource(Source):
         self._tool_verdict: tuple[Any, str | None] | None = None  # (tokenizer, why not)
         self._tool_lock = threading.Lock()
         self.cpu_threads = cpu_threads
+        self._concurrency = concurrency
         self.system_prompt = system_prompt
         self.warmup = warmup
         self.chat_template_kwargs: dict[str, Any] = template_kwargs
@@ -475,6 +537,101 @@ class TransformersSource(Source):
         """One lane per model: sources on the same model object (or the same
         model arguments, which share one loaded object) queue together."""
         return self._model_key()
+
+    # -- several replies at once ---------------------------------------------
+
+    @property
+    def concurrency(self) -> int:
+        """How many replies of this model's lane run at once: the ``concurrency``
+        asked (:data:`DEFAULT_CONCURRENCY` if None) where the replies are batched,
+        else 1 (they take turns; :attr:`batching` says why)."""
+        asked = self._concurrency if self._concurrency is not None else DEFAULT_CONCURRENCY
+        if asked == 1 or self._refusal() is not None:
+            return 1
+        return asked
+
+    @concurrency.setter
+    def concurrency(self, value: int) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"concurrency must be a positive int, not {value!r}")
+        self._concurrency = value
+
+    @property
+    def batching(self) -> str:
+        """Whether this source's replies run together, in one line: "up to 4
+        replies together on cpu (continuous batching, sdpa)", or why they take
+        turns. Before the model is loaded, what is known then."""
+        refused = self._refusal()
+        if refused is not None:
+            return f"replies take turns: {refused}"
+        loaded = self._loaded
+        if loaded is None or loaded.plan is None:
+            return (f"up to {self.concurrency} replies together where the model allows it "
+                    f"(decided when it is loaded)")
+        return loaded.plan.reason
+
+    def _asked_concurrency(self) -> int:
+        return self._concurrency if self._concurrency is not None else DEFAULT_CONCURRENCY
+
+    def _refusal(self) -> str | None:
+        """Why this source's replies are not batched, as far as known now (None: they are,
+        or it is not known yet)."""
+        if self._asked_concurrency() == 1:
+            return "concurrency=1"
+        if self.cpu_threads is not None:
+            return ("cpu_threads= is set per reply on the generating thread; batched replies "
+                    "are computed on the engine's thread")
+        if self.reads_images:
+            return VISION_TAKES_TURNS
+        if self._options["load_in_4bit"] or self._options["load_in_8bit"]:
+            return devices.select_batching("cpu", "sdpa", "bitsandbytes", 2).reason
+        attention = self._options["attn_implementation"]
+        if attention not in (None, "auto") and attention not in devices.BATCHING_ATTENTION:
+            return devices.select_batching("cpu", str(attention), None, 2).reason
+        refused = _batch.named_refusal(self._generate_kwargs({}))
+        if refused is not None:
+            return refused
+        loaded = self._loaded
+        if loaded is not None and loaded.model is not None:
+            refused = _batch.refusal(loaded.model.generation_config, self._generate_kwargs({}))
+            if refused is not None:
+                return refused
+            plan = self._plan(loaded)
+            if not plan.enabled:
+                return plan.reason
+            if loaded.engine is not None and loaded.engine.broken:
+                return loaded.engine.broken
+        return None
+
+    def _plan(self, loaded: _Loaded) -> devices.Batching:
+        with loaded.engine_lock:
+            if loaded.plan is None:
+                loaded.plan = _batch.plan_for(loaded.model, self._asked_concurrency())
+            return loaded.plan
+
+    def _engine(self, kwargs: dict[str, Any], inputs: Any) -> _batch.Engine | None:
+        """The model's batching engine for a reply with these ``generate()`` arguments
+        and model ``inputs``, or None when the reply runs on its own (see
+        :attr:`batching`)."""
+        if self._refusal() is not None or self._asked_concurrency() == 1:
+            return None
+        if _batch.inputs_refusal(inputs) is not None:
+            return None  # images and such: the engine takes token ids only
+        prompt_tokens = int(inputs["input_ids"].shape[-1])
+        loaded = self._loaded
+        assert loaded is not None
+        if _batch.refusal(loaded.model.generation_config, kwargs) is not None:
+            return None
+        plan = self._plan(loaded)
+        with loaded.engine_lock:
+            if loaded.engine is None:
+                loaded.engine = _batch.Engine(loaded.model, plan, self._asked_concurrency(),
+                                                loaded.gate, label=self.label)
+            engine = loaded.engine
+        settings = _batch.settings_for(loaded.model.generation_config, kwargs, prompt_tokens)
+        if prompt_tokens + settings.max_new_tokens > engine.capacity():
+            return None  # more than the whole paged cache holds: on its own
+        return engine
 
     @property
     def label(self) -> str:
@@ -633,7 +790,7 @@ class TransformersSource(Source):
         inputs = self._inputs([{"role": "user", "content": "Hi"}])
         import torch
 
-        with torch.inference_mode():
+        with self._model_to_myself(threading.Event()), torch.inference_mode():
             self._loaded.model.generate(
                 **inputs, max_new_tokens=2, do_sample=False, **self._pad_kwargs()
             )
@@ -845,7 +1002,6 @@ class TransformersSource(Source):
         from transformers import StoppingCriteriaList
 
         tokenizer = self.tokenizer
-        model = self.model
         tooling = self._tool_reply(messages, tools, options)
         if tooling is not None:
             inputs = self._inputs(messages, tooling.template_tools, tooling)
@@ -853,6 +1009,7 @@ class TransformersSource(Source):
             inputs = self._inputs(messages)
         kwargs = self._pad_kwargs()
         kwargs.update(self._generate_kwargs(options))
+        engine = self._engine(kwargs, inputs)
         criteria = StoppingCriteriaList(list(kwargs.pop("stopping_criteria", None) or ()))
         criteria.append(_stopping_criterion(cancel))
         if kwargs.get("stop_strings") and "tokenizer" not in kwargs:
@@ -874,8 +1031,10 @@ class TransformersSource(Source):
             threads_before = torch.get_num_threads()
             torch.set_num_threads(self.cpu_threads)
         try:
-            with torch.inference_mode():
-                model.generate(**inputs, streamer=streamer, stopping_criteria=criteria, **kwargs)
+            if engine is not None:
+                self._generate_batched(engine, inputs, kwargs, streamer, criteria, cancel)
+            else:
+                self._generate_alone(inputs, kwargs, streamer, criteria, cancel)
             reason: FinishReason
             if cancel.is_set():
                 reason = "cancelled"
@@ -917,6 +1076,113 @@ class TransformersSource(Source):
                 "tokens_per_second": rate,
             },
         )
+
+    def _generate_alone(self, inputs: Any, kwargs: dict[str, Any], streamer: Any,
+                        criteria: Any, cancel: threading.Event) -> None:
+        """``model.generate`` on this thread, when the model's turn comes: replies that
+        are not batched use a model one at a time, and not while batched ones run
+        (first come first served; see :class:`~._batch.Gate`)."""
+        import torch
+
+        with self._model_to_myself(cancel) as mine:
+            if not mine:  # stopped while waiting: nothing was generated
+                return
+            with torch.inference_mode():
+                self.model.generate(**inputs, streamer=streamer, stopping_criteria=criteria,
+                                    **kwargs)
+
+    @contextlib.contextmanager
+    def _model_to_myself(self, cancel: threading.Event) -> Iterator[bool]:
+        """Hold the model's gate alone (and the batching engine paused) in this block;
+        yields False if ``cancel`` was set while waiting."""
+        loaded = self._loaded
+        assert loaded is not None
+        ticket = loaded.gate.enter("solo", cancel)
+        if ticket is None:
+            yield False
+            return
+        try:
+            engine = loaded.engine
+            with engine.paused() if engine is not None else contextlib.nullcontext():
+                yield True
+        finally:
+            loaded.gate.leave(ticket)
+
+    def _generate_batched(self, engine: _batch.Engine, inputs: Any, kwargs: dict[str, Any],
+                          streamer: Any, criteria: Any, cancel: threading.Event) -> None:
+        """A reply that can be batched. While no other reply wants the model, it runs
+        ``model.generate`` on this thread as a reply on its own does (nothing is paid
+        for batching then); when another comes, it stops at the next token and goes on
+        as one request of ``engine``'s batch from the tokens it has. Its tokens go
+        through the same streamer either way (on this thread); in the batch, its stop
+        strings are checked here after each token (as ``generate`` does, over prompt
+        and answer)."""
+        import torch
+
+        ids = inputs["input_ids"]
+        prompt: list[int] = ids[0].tolist()
+        settings = _batch.settings_for(self.model.generation_config, kwargs, len(prompt))
+        stop: Any = None
+        if kwargs.get("stop_strings"):
+            from transformers.generation.stopping_criteria import StopStringCriteria
+
+            stop = StopStringCriteria(tokenizer=self.tokenizer, stop_strings=kwargs["stop_strings"])
+        if self._alone_until_joined(engine, inputs, kwargs, streamer, criteria, cancel):
+            return  # ended on its own (or was stopped)
+        row = prompt + list(streamer.ids)
+        if streamer.ids and (len(streamer.ids) >= settings.max_new_tokens
+                             or streamer.ids[-1] in settings.eos_token_ids
+                             or (stop is not None and bool(stop(torch.tensor([row]), None)[0]))):
+            streamer.hold_end = False  # it ended with the token it stopped at
+            streamer.end()
+            return
+        if not streamer.started:
+            streamer.put(ids)  # the prompt: skipped, as generate() hands it over first
+
+        def on_tokens(new: list[int]) -> bool:
+            if stop is None:
+                streamer.put(torch.tensor([new]))
+                return False
+            for token in new:
+                streamer.put(torch.tensor([[token]]))
+                row.append(token)
+                if bool(stop(torch.tensor([row]), None)[0]):
+                    return True  # the stop string is in: the reply ends at this token
+            return False
+
+        streamer.hold_end = False
+        engine.run(prompt, settings, cancel, on_tokens, carried=streamer.ids)
+        streamer.end()
+
+    def _alone_until_joined(self, engine: _batch.Engine, inputs: Any, kwargs: dict[str, Any],
+                            streamer: Any, criteria: Any, cancel: threading.Event) -> bool:
+        """Run ``model.generate`` while the model is free and no other reply asks for
+        it (:meth:`~.batching.Gate.try_alone`). True when the reply is over (ended or
+        stopped); False when it should go on in the batch: another reply came (it
+        stopped after its latest token, kept in ``streamer.ids``), or the model was not
+        free to begin with."""
+        import torch
+
+        assert self._loaded is not None
+        gate = self._loaded.gate
+        move = threading.Event()
+        ticket = gate.try_alone(move)
+        if ticket is None:
+            return False
+        try:
+            with engine.paused():
+                criteria.append(_stopping_criterion(move))
+                streamer.hold_end = True
+                with torch.inference_mode():
+                    self.model.generate(**inputs, streamer=streamer, stopping_criteria=criteria,
+                                        **kwargs)
+        finally:
+            gate.leave(ticket)
+        if move.is_set() and not cancel.is_set():
+            return False
+        streamer.hold_end = False
+        streamer.end()
+        return True
 
     def _ends_turn(self, ids: list[int]) -> bool:
         eos = getattr(self.model.generation_config, "eos_token_id", None)
