@@ -110,7 +110,9 @@ browser-deps: $(BROWSER_MODULES)  ## tests/browser's npm project (playwright-cor
 
 clean:  ## remove build outputs, caches and test artifacts (keeps .venv and node_modules)
 	rm -rf test-artifacts .pytest_cache .mypy_cache .ruff_cache .hypothesis build dist *.egg-info
-	rm -f nbstream/static/widget.js nbstream/static/widget.css nbstream/static/loader.js
+	rm -f nbstream/static/widget.js nbstream/static/widget.css nbstream/static/loader.js \
+		nbstream/static/math.js nbstream/static/highlight.js nbstream/static/entities.js \
+		nbstream/static/linkify.js nbstream/static/standalone.js
 	find . \( -path ./.venv -o -name node_modules \) -prune -o -name __pycache__ -type d -print0 \
 		| xargs -0 rm -rf
 

@@ -5,8 +5,12 @@ nbclient's ``store_widget_state=True`` (what ``jupyter nbconvert --execute``
 and JupyterLab's "save widget state" keep), and reports the file's size and
 each widget model's state size beyond its conversation. The previous way
 (every widget storing the whole bundle as its own ``_esm``/``_css``) is
-measured in the same run by a subclass that does exactly that; an
-``ipywidgets.HTML`` holding the same reply is the baseline.
+measured in the same run by a subclass that does exactly that; so is the
+runtime as it was before the heavy renderers became chunks (its bundle held
+Temml, highlight.js and the table of character references:
+``runtime._bundle_file = "standalone.js"``), and a
+chat whose reply has math and code (the runtime then holds those chunks,
+once). An ``ipywidgets.HTML`` holding the same reply is the baseline.
 
     .venv/bin/python benchmarks/saved_notebook.py              # 1 and 8 widgets
     .venv/bin/python benchmarks/saved_notebook.py --widgets 1,8,32
@@ -27,6 +31,9 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
 REPLY = "A short reply, streamed. " * 40  # ~1 KB of text per widget
+#: the same size, with a formula and a code block (the chunks come with it)
+REPLY_RICH = ("A reply with $e^{i\\pi} + 1 = 0$ and code:\n\n```python\nprint('hi')\n```\n"
+              + "More text. " * 80)
 
 WAYS = {
     "nbstream": "from nbstream import ChatWidget as W\n",
@@ -43,13 +50,19 @@ WAYS = {
         "    def _no_runtime(self):\n"
         "        return ''\n"
     ),
+    "nbstream, chunks in the bundle (previous)": (
+        # the runtime's bundle held every chunk, loaded or not
+        "import nbstream.widgets.runtime as _rt\n"
+        "_rt._bundle_file = 'standalone.js'\n"
+        "from nbstream import ChatWidget as W\n"
+    ),
 }
 
 
-def cells(way: str, n: int) -> list[str]:
+def cells(way: str, n: int, reply: str = REPLY) -> list[str]:
     return [
         WAYS[way] + "from nbstream.sources import ScriptedSource\n"
-        f"chats = [W(ScriptedSource({REPLY!r}, rate=100000)) for _ in range({n})]\n"
+        f"chats = [W(ScriptedSource({reply!r}, rate=100000)) for _ in range({n})]\n"
         "for c in chats:\n"
         "    c.send('hi').wait(30)\n"
         "    display(c)",
@@ -120,6 +133,9 @@ def main(argv: list[str] | None = None) -> int:
             per = per_widget_beyond_text(m)
             rows.append((way, n, m["file_bytes"], max(per), len(m["models"])))
             print(f"[{way} ×{n}] {m['file_bytes']:,} bytes", file=sys.stderr)
+        m = measure(execute(cells("nbstream", n, REPLY_RICH)))
+        rows.append(("nbstream, a reply with math and code", n, m["file_bytes"],
+                     max(per_widget_beyond_text(m)), len(m["models"])))
         m = measure(execute(html_cells(n)))
         rows.append(("ipywidgets.HTML (baseline)", n, m["file_bytes"], None, len(m["models"])))
     print("\nNotebook saved by nbclient with store_widget_state=True; one ~1 KB reply per widget\n")

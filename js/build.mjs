@@ -1,10 +1,21 @@
 // Builds the front end into ../nbstream/static/: widget.js (one ES module,
-// everything bundled) and widget.css, which the kernel sends once in its shared
-// runtime model (nbstream/runtime.py), and loader.js, the small `_esm` of every
-// widget that imports them from there (src/loader.ts). Fails when a bundle
-// would import anything at run time: nothing may come from a CDN or the
-// network. `node build.mjs --sizes` also prints widget.js's bytes by dependency
-// (from esbuild's metafile).
+// everything a view needs to show a chat) and widget.css, which the kernel
+// sends once in its shared runtime model (nbstream/widgets/runtime.py);
+// loader.js, the small `_esm` of every widget that imports them from there
+// (src/loader.ts); the chunks math.js (Temml), highlight.js (highlight.js),
+// entities.js (HTML's named character references) and linkify.js
+// (linkify-it: bare URLs and e-mail addresses), which the runtime model
+// carries only once a message needs them (src/chunks.ts); and standalone.js,
+// widget.js with every chunk, for where widgets carry the whole front end
+// (marimo). markdown-it's import of the `entities` package resolves to
+// src/entities.ts, which decodes the common names and takes the rest from the
+// entities chunk; its import of `linkify-it` to src/linkify.ts, which takes
+// linkify-it from the linkify chunk. Fails when a module would import anything at
+// run time: nothing may come from a CDN or the network.
+// `node build.mjs --sizes` also prints each output's bytes by dependency
+// (from esbuild's metafile), and the script a page parses at first render
+// (loader.js and widget.js) against its budget, FIRST_RENDER_BUDGET
+// (tests/test_runtime_bundle.py fails above it).
 import { rm } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -13,6 +24,27 @@ import * as esbuild from "esbuild";
 const here = dirname(fileURLToPath(import.meta.url));
 const outdir = join(here, "..", "nbstream", "static");
 
+/** Bytes of script a page may parse at first render (loader.js + widget.js). */
+const FIRST_RENDER_BUDGET = 200 * 1024;
+
+/**
+ * markdown-it's `import ... from "entities"` (exactly that path: the entities
+ * chunk imports "entities/decode") is src/entities.ts; its `import ... from
+ * "linkify-it"` is src/linkify.ts (only markdown-it's: the linkify chunk
+ * imports the package itself).
+ */
+const fromChunks = {
+  name: "from-chunks",
+  setup(build) {
+    build.onResolve({ filter: /^entities$/ }, () => ({ path: join(here, "src", "entities.ts") }));
+    build.onResolve({ filter: /^linkify-it$/ }, (args) =>
+      /[\\/]node_modules[\\/]markdown-it[\\/]/.test(args.importer)
+        ? { path: join(here, "src", "linkify.ts") }
+        : undefined,
+    );
+  },
+};
+
 const common = {
   bundle: true,
   minify: true,
@@ -20,6 +52,7 @@ const common = {
   legalComments: "none",
   logLevel: "info",
   metafile: true,
+  plugins: [fromChunks],
 };
 
 const js = await esbuild.build({
@@ -36,6 +69,20 @@ const loader = await esbuild.build({
   format: "esm",
   platform: "browser",
 });
+/** One more self-contained ES module from src/<entry>.ts into static/<name>. */
+const module = (entry, name) =>
+  esbuild.build({
+    ...common,
+    entryPoints: [join(here, "src", `${entry}.ts`)],
+    outfile: join(outdir, name),
+    format: "esm",
+    platform: "browser",
+  });
+const math = await module("chunks/math", "math.js");
+const highlight = await module("chunks/highlight", "highlight.js");
+const entities = await module("chunks/entities", "entities.js");
+const linkify = await module("chunks/linkify", "linkify.js");
+const standalone = await module("standalone", "standalone.js");
 await esbuild.build({
   ...common,
   entryPoints: [join(here, "src", "widget.css")],
@@ -43,10 +90,16 @@ await esbuild.build({
 });
 await rm(join(outdir, "widget.js.map"), { force: true });
 
-for (const [name, result] of [
+const outputs = [
   ["widget.js", js],
   ["loader.js", loader],
-]) {
+  ["math.js", math],
+  ["highlight.js", highlight],
+  ["entities.js", entities],
+  ["linkify.js", linkify],
+  ["standalone.js", standalone],
+];
+for (const [name, result] of outputs) {
   const external = Object.values(result.metafile.outputs).flatMap((o) =>
     o.imports.filter((i) => i.external).map((i) => i.path),
   );
@@ -70,7 +123,18 @@ export function sizesByDependency(metafile) {
 }
 
 if (process.argv.includes("--sizes")) {
-  for (const [dep, bytes] of sizesByDependency(js.metafile)) {
-    console.log(`${dep.padEnd(20)} ${(bytes / 1024).toFixed(1).padStart(7)} KB`);
+  for (const [name, result] of outputs) {
+    console.log(`${name}:`);
+    for (const [dep, bytes] of sizesByDependency(result.metafile)) {
+      console.log(`  ${dep.padEnd(20)} ${(bytes / 1024).toFixed(1).padStart(7)} KB`);
+    }
   }
+  const first = [js, loader].reduce(
+    (n, r) => n + Object.values(r.metafile.outputs).reduce((m, o) => m + o.bytes, 0),
+    0,
+  );
+  console.log(
+    `parsed at first render (loader.js + widget.js): ${(first / 1024).toFixed(1)} KB ` +
+      `of ${FIRST_RENDER_BUDGET / 1024} KB`,
+  );
 }

@@ -1,8 +1,38 @@
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
+const linkify = fileURLToPath(new URL("src/linkify.ts", import.meta.url));
+
 export default defineConfig({
+  plugins: [
+    {
+      // as in build.mjs: markdown-it's `linkify-it` is src/linkify.ts (linkify-it itself
+      // is the linkify chunk, which imports the package)
+      name: "linkify-from-chunk",
+      enforce: "pre",
+      resolveId(source, importer) {
+        return source === "linkify-it" &&
+          /[\\/]node_modules[\\/]markdown-it[\\/]/.test(importer ?? "")
+          ? linkify
+          : null;
+      },
+    },
+  ],
+  resolve: {
+    // as in build.mjs: markdown-it's `entities` is src/entities.ts (the table of names is
+    // the entities chunk); markdown-it is inlined so that its import goes through this
+    alias: [
+      {
+        find: /^entities$/,
+        replacement: fileURLToPath(new URL("src/entities.ts", import.meta.url)),
+      },
+    ],
+  },
   test: {
     include: ["tests/**/*.test.ts"],
+    server: { deps: { inline: ["markdown-it"] } },
+    // every chunk loaded, as on a page once they arrived (chunks.test.ts unloads them)
+    setupFiles: ["tests/setup.ts"],
     // DOM tests opt in with a `@vitest-environment jsdom` comment.
     environment: "node",
     // A hang guard, not a speed limit: the property tests (fast-check, jsdom) are

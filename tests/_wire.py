@@ -8,6 +8,8 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+import ipywidgets
+
 from nbstream.widgets.widget import StreamingWidget
 
 _DELTA = re.compile(r"^(m\d+)\.(\d+)$")
@@ -127,14 +129,15 @@ def view_text(wire: Wire, mid: str) -> str:
     return ""
 
 
-def send_from_view(widget: StreamingWidget, content: Any,
+def send_from_view(widget: ipywidgets.Widget, content: Any,
                    buffers: Sequence[bytes] = ()) -> None:
     """Send ``content`` as a view does (``model.send(content, callbacks, buffers)`` in
-    the browser): a ``comm_msg`` whose data is ipywidgets' ``custom`` method, with
-    ``buffers`` as the message's binary buffers (memoryviews, as a kernel's session
-    hands them on), handed to the widget's comm, so that the dispatch a kernel runs
-    (the comm's callback, ipywidgets' ``_handle_msg`` and ``_handle_custom_msg``, the
-    widget's ``on_msg`` handlers) runs here too. Returns once the handlers returned."""
+    the browser) to ``widget`` (a nbstream widget, or the kernel's runtime widget): a
+    ``comm_msg`` whose data is ipywidgets' ``custom`` method, with ``buffers`` as the
+    message's binary buffers (memoryviews, as a kernel's session hands them on),
+    handed to the widget's comm, so that the dispatch a kernel runs (the comm's
+    callback, ipywidgets' ``_handle_msg`` and ``_handle_custom_msg``, the widget's
+    ``on_msg`` handlers) runs here too. Returns once the handlers returned."""
     comm = widget.comm
     assert comm is not None, "the widget is closed"
     comm.handle_msg({

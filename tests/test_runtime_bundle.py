@@ -9,10 +9,13 @@ and as nbconvert HTML) is tests/test_browser_flow.py's saved-state test.
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
+from _wait import wait_until
+from _wire import send_from_view
 
 import nbstream.widgets.runtime as rt_mod
 from nbstream import ChatWidget
@@ -93,6 +96,139 @@ def test_in_marimo_each_widget_carries_the_whole_front_end(monkeypatch: pytest.M
 
     monkeypatch.setitem(sys.modules, "marimo", FakeMarimo)
     assert rt_mod.standalone()
-    assert rt_mod.widget_esm() == (STATIC / "widget.js").read_text()
+    # the whole front end, every chunk included (standalone.ts)
+    assert rt_mod.widget_esm() == (STATIC / "standalone.js").read_text()
     assert rt_mod.widget_css() == (STATIC / "widget.css").read_text()
     assert rt_mod.widget_runtime_ref() == ""
+
+
+@needs_bundle
+def test_the_script_parsed_at_first_render_keeps_its_budget() -> None:
+    # what a page parses before a chat first paints: the loader and the bundle; the
+    # heavy renderers are chunks (js/build.mjs prints the figure with --sizes)
+    first = sum((STATIC / name).stat().st_size for name in ("loader.js", "widget.js"))
+    assert first <= 200 * 1024, f"{first / 1024:.1f} KB"
+    for name in rt_mod.CHUNKS:  # each a module of its own, sent when needed
+        assert (STATIC / f"{name}.js").exists(), name
+
+
+# ------------------------------------------------------------------ chunks
+@pytest.mark.parametrize(("text", "chunks"), [
+    ("Plain **text**, a list:\n\n- a\n- b\n", set()),
+    ("It costs $5 and $10, or $6.", set()),
+    ("Euler: $e^{i\\pi} + 1 = 0$.", {"math"}),
+    ("Display:\n\n$$\\int_0^1 x\\,dx$$\n", {"math"}),
+    ("Also \\(a^2\\) and \\[b\\].", {"math"}),
+    ("```python\nprint(1)\n```\n", {"highlight"}),
+    ("~~~ rust\nfn main() {}\n~~~\n", {"highlight"}),
+    ("```\nno language\n```\n\n    indented code\n", set()),
+    ("Both: $x$\n\n```js\nf()\n```", {"math", "highlight"}),
+    # the names the bundle decodes itself need nothing; a rarer one needs the table
+    ("Fish &amp; chips &lt;3 &gt; &quot;a&quot; &apos;b&apos; a&nbsp;b", set()),
+    ("Wait&hellip; &rarr; &alpha;", {"entities"}),
+    ("&AMP; and &ampx; are not the common ones", {"entities"}),
+    ("& alone, &; and &1x; are no names", set()),
+    # what linkify-it may link (js/src/linkify.ts MAYBE_LINK): a scheme, //, an address
+    ("See https://example.org/a?b=1.", {"linkify"}),
+    ("HTTP://X.ORG, ftp://f.org/x and mailto:me@x.org", {"linkify"}),
+    ("A protocol-relative //cdn.example.org/x.js", {"linkify"}),
+    ("Write to ada.lovelace@example.org", {"linkify"}),
+    ("A decorator, @property, and 1 @ 2: no address", set()),
+    ("http without a colon, a/b, x:y and ratio 3:4", set()),
+])
+def test_the_chunks_a_text_needs(text: str, chunks: set[str]) -> None:
+    assert rt_mod.needed_chunks(text) == chunks
+
+
+def test_the_kernel_looks_for_links_as_the_view_does() -> None:
+    # runtime._LINK mirrors js/src/linkify.ts MAYBE_LINK: were the kernel's narrower,
+    # a view would have to ask for the chunk (a round trip, late while a cell runs)
+    ts = (REPO / "js" / "src" / "linkify.ts").read_text()
+    m = re.search(r"export const MAYBE_LINK = /(.+)/i;", ts)
+    assert m is not None
+    assert m.group(1).replace("\\/", "/") == rt_mod._LINK.pattern
+    assert rt_mod._LINK.flags & re.IGNORECASE
+
+
+def test_the_markdown_of_a_delta_is_its_text_and_its_tool_results_displays() -> None:
+    # a tool call's arguments are JSON, shown plain: no chunk for a "$" in them
+    args = [["tool", '{"price": "$5 and $x$", "code": "```py"}', 0], ["round", "", 1]]
+    assert rt_mod.needed_chunks(rt_mod.markdown_of(args)) == set()  # type: ignore[arg-type]
+    body = [["reasoning", "think &rarr;"], ["answer", "So $x$."], *args,
+            ["tool_result", "told", 0, {"text/markdown": "```python\nx = 1\n```"}]]
+    text = rt_mod.markdown_of(body)  # type: ignore[arg-type]
+    assert "So $x$." in text and "```python" in text and "price" not in text
+    assert rt_mod.needed_chunks(text) == {"math", "highlight", "entities"}
+    assert rt_mod.markdown_of("plain $y$") == "plain $y$"
+
+
+@needs_bundle
+@pytest.mark.parametrize(("reply", "expected"), [
+    ("Just text, **bold**, a table:\n\n| a | b |\n|---|---|\n| 1 | 2 |\n", []),
+    ("A formula: $\\frac{a}{b}$, and more.", ["math"]),
+    ("Code:\n\n```python\nx = 1\n```\n", ["highlight"]),
+    ("And so on&hellip;", ["entities"]),
+    ("The docs: https://example.org/docs", ["linkify"]),
+])
+def test_the_runtime_carries_a_chunk_only_once_a_reply_needs_it(
+        reply: str, expected: list[str]) -> None:
+    rt = shared_runtime()
+    rt.close()  # a fresh runtime: no chunk sent yet
+    chat = ChatWidget(ScriptedSource(reply, rate=100_000))
+    try:
+        rt = shared_runtime()
+        assert rt.chunks == {}
+        chat.send("go").wait(30)
+        for name in expected:  # the pump sends the chunk with the delta that needs it
+            wait_until(lambda name=name: name in rt.chunks, timeout=10,
+                       message=f"the {name} chunk was not sent")
+        assert sorted(rt.chunks) == expected
+        for name in expected:
+            assert rt.chunks[name] == (STATIC / f"{name}.js").read_text()
+    finally:
+        chat.close()
+
+
+@needs_bundle
+def test_a_loaded_history_sends_its_chunks_and_a_view_may_ask() -> None:
+    shared_runtime().close()
+    chat = ChatWidget(ScriptedSource("x"), messages=[
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": "$$x^2$$"}])
+    try:
+        rt = shared_runtime()
+        wait_until(lambda: "math" in rt.chunks, timeout=10, message="the math chunk was not sent")
+        assert "highlight" not in rt.chunks
+        # a view that meets a code block asks; an unknown chunk, a wrong shape or
+        # another kind of message is ignored (checked by wire.parse_view_msg) and counted
+        send_from_view(rt, {"kind": "chunk", "name": "nope"})
+        send_from_view(rt, ["chunk"])
+        send_from_view(rt, {"kind": "send", "text": "hi"})
+        assert "highlight" not in rt.chunks
+        assert rt._ignored.count == 3
+        send_from_view(rt, {"kind": "chunk", "name": "highlight"})
+        assert rt.chunks["highlight"] == (STATIC / "highlight.js").read_text()
+        assert rt._ignored.count == 3
+        with pytest.raises(ValueError, match="unknown chunk"):
+            rt.provide("nope")
+        assert rt.provide("math") is False  # sent once
+    finally:
+        chat.close()
+
+
+@needs_bundle
+def test_a_saved_notebook_with_one_plain_chat_is_light_and_holds_no_chunk() -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import saved_notebook as sn
+
+    def runtime_states(nb: dict[str, object]) -> list[dict[str, object]]:
+        state = nb["metadata"]["widgets"][sn.WIDGET_STATE]["state"]  # type: ignore[index]
+        return [m["state"] for m in state.values() if "bundle" in m["state"]]
+
+    plain = sn.execute(sn.cells("nbstream", 1))
+    assert sn.measure(plain)["file_bytes"] <= 250 * 1024
+    assert [rt["chunks"] for rt in runtime_states(plain)] == [{}]
+    rich = sn.execute(sn.cells("nbstream", 2, sn.REPLY_RICH))
+    runtimes = runtime_states(rich)
+    assert len(runtimes) == 1 and sorted(runtimes[0]["chunks"]) == ["highlight", "math"]  # type: ignore[arg-type]
+    assert runtimes[0]["chunks"] == {  # type: ignore[comparison-overlap]
+        name: (STATIC / f"{name}.js").read_text() for name in ("math", "highlight")}

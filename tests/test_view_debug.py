@@ -62,7 +62,7 @@ def test_a_bad_switch_is_refused_naming_it(value: Any, error: type[Exception], m
 
 def test_the_switches_are_those_the_protocol_declares() -> None:
     assert set(ViewDebug.__annotations__) == {"markdown", "acks", "ack_gap_ms", "sized",
-                                              "frames"}
+                                              "lazy", "frames"}
 
 
 # --------------------------------------------------------------- the benchmarks
@@ -76,6 +76,7 @@ def test_the_benchmarks_switch_their_widgets_in_the_notebook() -> None:
     sys.path[:0] = [str(REPO / "benchmarks")]
     try:
         import browser_acks
+        import browser_long_chat
         import browser_markdown
         import browser_responsiveness
     finally:
@@ -99,3 +100,10 @@ def test_the_benchmarks_switch_their_widgets_in_the_notebook() -> None:
         assert [c.debug for c in chats] == [expected] * 2, mode
         for c in chats:
             c.close()
+    for mode, expected in (("at-once", {"lazy": "off"}), ("lazy", {})):
+        chat = _run_cell(browser_long_chat.open_cell(4, mode))["chat"]
+        assert chat.debug == expected and len(chat.messages) == 4
+        chat.close()
+        chat = _run_cell(browser_long_chat.stream_cells(4, mode, 20, 1000.0, "t.json")[0])["chat"]
+        assert chat.debug == expected and len(chat.messages) == 4
+        chat.close()

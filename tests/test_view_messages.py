@@ -64,6 +64,9 @@ HOSTILE: list[tuple[Any, str]] = [
      "tool_approval: Expected `str` of length <= 256 - at `$.call`"),
     ({"kind": "tool_approval", "id": "m2", "call": "c1", "decision": "allow"},
      "refused tool approval: no such reply"),  # m2 is there, but called no tool
+    # a view asks the kernel's runtime widget for a chunk, never a widget
+    ({"kind": "chunk", "name": "math"}, "chunk: not a command of ChatWidget"),
+    ({"kind": "chunk", "name": "tables"}, "chunk: Invalid enum value 'tables' - at `$.name`"),
 ]
 
 
@@ -142,6 +145,7 @@ def test_each_kind_a_view_sends_is_declared_and_parsed_to_its_type() -> None:
         "bye": {"kind": "bye", "view": "v1"},
         "resync": {"kind": "resync", "id": "m2", "have": 3},
         "ack": {"kind": "ack", "id": "m2", "seq": 4, "render_ms": 2},
+        "chunk": {"kind": "chunk", "name": "highlight"},
         "tool_approval": {"kind": "tool_approval", "id": "m2", "call": "c1",
                           "decision": "always"},
     }
@@ -163,7 +167,7 @@ json_values = st.recursive(
     max_leaves=12,
 )
 kinds = st.sampled_from(["hello", "bye", "resync", "ack", "send", "stop", "clear", "regenerate",
-                         "switch", "edit", "delta", "tool_approval", "Send", ""]
+                         "switch", "edit", "chunk", "delta", "tool_approval", "Send", ""]
                         ) | st.text(max_size=10) | json_values
 view_messages = st.one_of(
     json_values,
@@ -176,6 +180,7 @@ view_messages = st.one_of(
             "text": st.text(max_size=30) | json_values,
             "pane": st.integers() | json_values,
             "view": st.sampled_from(["v1", "v2", ""]) | json_values,
+            "name": st.sampled_from(["math", "highlight", "x"]) | json_values,
             "call": st.sampled_from(["c1", "call_0_0"]) | json_values,
             "decision": st.sampled_from(["allow", "always", "deny"]) | json_values,
         },

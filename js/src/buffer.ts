@@ -79,8 +79,15 @@ interface Tracked extends Entry {
   replaced: boolean;
   /** role, status, error, detail, stats or pane changed since the last take */
   meta: boolean;
-  /** a delta was applied since the last take (an ack is due) */
+  /** a delta was applied since the last take (an ack is due, if it was ever live) */
   delta: boolean;
+  /**
+   * the view saw this message queued, loading or running: its deltas are acked.
+   * A message final when first seen (a loaded history, a finished reply) is not:
+   * the kernel no longer streams it, and a thousand acks would cost it a
+   * thousand busy and idle statuses for nothing.
+   */
+  wasLive: boolean;
   /** highest seq dropped since the resync reported for this message; null: none outstanding */
   gapUntil: number | null;
   /** when the outstanding resync was reported (the `now` given to applyDelta) */
@@ -233,6 +240,7 @@ export class Conversation {
           replaced: true,
           meta: true,
           delta: false,
+          wasLive: !FINAL_STATUSES.has(s.status),
           gapUntil: null,
           gapAt: 0,
         });
@@ -289,6 +297,9 @@ export class Conversation {
   ): void {
     const error = s.error ?? null;
     const detail = s.detail ?? null;
+    if (!FINAL_STATUSES.has(s.status)) {
+      e.wasLive = true;
+    }
     if (
       e.role !== s.role ||
       e.status !== s.status ||
@@ -364,6 +375,7 @@ export class Conversation {
         replaced: true,
         meta: true,
         delta: false,
+        wasLive: false,
         gapUntil: null,
         gapAt: 0,
       };
@@ -450,6 +462,21 @@ export class Conversation {
         e.tailAppended.push(r);
       }
     }
+  }
+
+  /**
+   * Message `id` is to be rendered whole at the next {@link take} (a chunk it
+   * missed arrived: chunks.ts). Between two takes an entry already holds the
+   * text that arrived since the last one, so a list must not render it whole
+   * by itself: the appended text of the next take would come twice.
+   */
+  rerender(id: string): void {
+    const e = this.entries.get(id);
+    if (e === undefined) {
+      return;
+    }
+    e.replaced = true;
+    this.dirty.add(e);
   }
 
   /** Forgets message `id` (removed by Clear or Regenerate). */
@@ -565,7 +592,7 @@ export class Conversation {
           meta: e.meta,
         });
       }
-      if (e.delta) {
+      if (e.delta && e.wasLive) {
         acks.push({ id: e.id, seq: e.seq });
       }
       e.appended = [];

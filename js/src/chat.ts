@@ -35,6 +35,7 @@ import {
 } from "./frame";
 import { browserIdle, type IdleScheduler } from "./highlight";
 import { type KeyModel, KeyReader } from "./keys";
+import { canDefer, hasUntilFound } from "./lazy";
 import {
   type ChatTraits,
   CURRENT_KEY,
@@ -48,7 +49,7 @@ import {
   type ViewDebug,
   type ViewMsg,
 } from "./protocol";
-import { type PageFrames, pageFrames } from "./scheduler";
+import { loopScheduler, type PageFrames, pageFrames } from "./scheduler";
 import type { SizedMode } from "./sized";
 import {
   ChatView,
@@ -74,6 +75,11 @@ export interface MountOptions {
   idle?: IdleScheduler | null;
   /** how assistant messages render ("full": the naive way, for benchmarks) */
   markdown?: MarkdownMode;
+  /**
+   * render finished messages as they come near (lazy.ts); by default where
+   * the browser can skip a placeholder's layout; false: all at once
+   */
+  lazy?: boolean;
   /** least ms between two rounds of acks (frame.ts ACK_GAP_MS by default; 0: every frame) */
   ackGapMs?: number;
   /** how laid-out blocks skip layout (sized.ts; "batched" by default) */
@@ -97,6 +103,9 @@ export function debugMountOptions(debug: ViewDebug): MountOptions {
   }
   if (debug.sized !== undefined) {
     out.sized = debug.sized;
+  }
+  if (debug.lazy === "off") {
+    out.lazy = false;
   }
   if (debug.frames === "per-view") {
     out.frames = "per-view";
@@ -182,12 +191,38 @@ export function mountChat(
     setSystemPrompt: (text) => send({ kind: "system_prompt", text }),
     approveTool: (id, call, decision) => send({ kind: "tool_approval", id, call, decision }),
   };
+  const lazy = options.lazy ?? canDefer(win);
+  /** the view's root, once it is built (the lazy frames' place in the page loop) */
+  let rootEl: Element | null = null;
+  // a long chat's own frames (lazy.ts: its history entering the DOM, the placeholders a
+  // reader scrolls to) are the page loop's too: one callback a frame for the page, and
+  // their turn after what streams ("later": spaced while several views stream, seldom
+  // while out of sight)
+  const lazyFrames = lazy && page !== null ? loopScheduler(page, () => rootEl, "later") : null;
   const viewOptions: ViewOptions = {
     idle,
+    lazy: !lazy
+      ? null
+      : {
+          scheduler: lazyFrames ?? scheduler,
+          untilFound: hasUntilFound(win),
+          now,
+          timer: {
+            set: (cb, ms) => win.setTimeout(cb, ms) as unknown as number,
+            clear: (h) => win.clearTimeout(h),
+          },
+        },
     markdown: options.markdown ?? "incremental",
     sized: options.sized ?? "batched",
     onChars: (delta) => {
       counters.chars += delta;
+    },
+    // a chunk a message missed arrived: rendered whole in the next frame (buffer.ts)
+    rerender: (ids) => {
+      for (const id of ids) {
+        conversation.rerender(id);
+      }
+      loop.request();
     },
   };
   const view: WidgetView =
@@ -195,6 +230,7 @@ export function mountChat(
       ? new CompareView(doc, actions, viewOptions, (id) => conversation.get(id))
       : new ChatView(doc, actions, viewOptions, mode, (id) => conversation.get(id));
   (view.root as ChatRoot).__nbstream = counters;
+  rootEl = view.root;
 
   const summary = (): Summary => {
     const all = conversation.list();
@@ -410,6 +446,7 @@ export function mountChat(
     model.off("change:system_prompt", onSystem);
     model.off("change:attachment_policy", onPolicy);
     loop.dispose();
+    lazyFrames?.dispose();
     view.dispose();
     view.root.remove();
   };

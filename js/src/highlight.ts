@@ -1,88 +1,55 @@
 /**
  * Syntax highlighting of closed code blocks, off the critical path.
  *
- * highlight.js core with a handful of languages registered explicitly (not
- * the 190-language bundle), registered on the first block to highlight.
+ * highlight.js (core and a handful of languages) is the highlighting chunk
+ * (chunks/highlight.ts), loaded the first time a closed block names a
+ * language (chunks.ts): a page whose answers have no code never parses it.
  * Blocks are queued as they close (incremental.ts) and highlighted in idle
- * time (`requestIdleCallback`, a timer where there is none), as many per idle
- * period as its deadline allows, so highlighting never delays a frame or the
- * first paint. A block of an unknown or unnamed language stays plain (no
- * auto-detection: it would run every grammar on every block), and so does one
- * over {@link MAX_CHARS}. highlight.js escapes the code it wraps; its output
- * still passes through the sanitizer. Runs on the browser's main thread.
+ * time (`requestIdleCallback`, a timer where there is none), as many per
+ * idle period as its deadline allows, so highlighting never delays a frame
+ * or the first paint; the queue waits for the chunk. A block of an unknown or
+ * unnamed language stays plain (no auto-detection: it would run every
+ * grammar on every block), and so does one over {@link MAX_CHARS}.
+ * highlight.js escapes the code it wraps; its output still passes through the
+ * sanitizer. Runs on the browser's main thread.
  */
-import hljs from "highlight.js/lib/core";
-import bash from "highlight.js/lib/languages/bash";
-import c from "highlight.js/lib/languages/c";
-import cpp from "highlight.js/lib/languages/cpp";
-import diff from "highlight.js/lib/languages/diff";
-import javascript from "highlight.js/lib/languages/javascript";
-import json from "highlight.js/lib/languages/json";
-import markdown from "highlight.js/lib/languages/markdown";
-import python from "highlight.js/lib/languages/python";
-import rust from "highlight.js/lib/languages/rust";
-import shell from "highlight.js/lib/languages/shell";
-import sql from "highlight.js/lib/languages/sql";
-import typescript from "highlight.js/lib/languages/typescript";
-import xml from "highlight.js/lib/languages/xml";
-import yaml from "highlight.js/lib/languages/yaml";
+import { chunk, onChunk } from "./chunks";
 import { sanitize } from "./sanitize";
-
-const LANGUAGES = {
-  bash,
-  c,
-  cpp,
-  diff,
-  javascript,
-  json,
-  markdown,
-  python,
-  rust,
-  shell,
-  sql,
-  typescript,
-  xml,
-  yaml,
-};
 
 /** Blocks longer than this stay plain: highlighting them could take a long task. */
 export const MAX_CHARS = 20_000;
 
-let registered = false;
-
-function register(): void {
-  if (!registered) {
-    registered = true;
-    for (const [name, language] of Object.entries(LANGUAGES)) {
-      hljs.registerLanguage(name, language);
-    }
-  }
+/** The language a `code` element names (its `language-*` class), if any. */
+function languageOf(code: HTMLElement): string | undefined {
+  return /(?:^|\s)language-([A-Za-z0-9_+#.-]+)/.exec(code.className)?.[1];
 }
 
-/** The registered language names (aliases such as `py`, `js`, `html` work too). */
+/** The language names the highlighter knows ([] until its chunk is loaded). */
 export function languages(): string[] {
-  register();
-  return hljs.listLanguages();
+  return chunk("highlight")?.languages() ?? [];
 }
 
 /**
  * Highlights one `code` element now, if its `language-*` class names a known
- * language; returns whether it did.
+ * language; returns whether it did (false too while the chunk is not loaded).
  */
 export function highlightElement(code: HTMLElement): boolean {
   if (code.classList.contains("hljs")) {
     return false;
   }
-  const name = /(?:^|\s)language-([A-Za-z0-9_+#.-]+)/.exec(code.className)?.[1];
+  const name = languageOf(code);
   if (name === undefined) {
     return false;
   }
-  register();
+  const engine = chunk("highlight");
   const text = code.textContent ?? "";
-  if (hljs.getLanguage(name) === undefined || text.length > MAX_CHARS) {
+  if (engine === null || text.length > MAX_CHARS) {
     return false;
   }
-  const html = hljs.highlight(text, { language: name, ignoreIllegals: true }).value;
+  const html = engine.highlight(text, name);
+  if (html === null) {
+    return false;
+  }
   code.replaceChildren(sanitize(code.ownerDocument, html));
   code.classList.add("hljs");
   return true;
@@ -119,18 +86,37 @@ export function browserIdle(win: Window & typeof globalThis): IdleScheduler {
   };
 }
 
-/** A queue of code blocks highlighted in idle time. */
+/** A queue of code blocks highlighted in idle time (once the highlighting chunk is there). */
 export class Highlighter {
   private readonly queue: HTMLElement[] = [];
   private handle: number | null = null;
+  /** stops waiting for the chunk; set while the queue waits for it */
+  private unwait: (() => void) | null = null;
   /** blocks highlighted so far */
   done = 0;
 
   constructor(private readonly idle: IdleScheduler) {}
 
+  /** Queues a closed block; one that names no language is left plain at once. */
   enqueue(code: HTMLElement): void {
+    if (languageOf(code) === undefined) {
+      return;
+    }
     this.queue.push(code);
-    if (this.handle === null) {
+    if (chunk("highlight") === null) {
+      // asked for now; the queue runs when it is there
+      this.unwait ??= onChunk("highlight", () => {
+        this.unwait?.();
+        this.unwait = null;
+        this.schedule();
+      });
+      return;
+    }
+    this.schedule();
+  }
+
+  private schedule(): void {
+    if (this.handle === null && this.queue.length > 0) {
       this.handle = this.idle.request(this.run);
     }
   }
@@ -142,6 +128,8 @@ export class Highlighter {
 
   dispose(): void {
     this.queue.length = 0;
+    this.unwait?.();
+    this.unwait = null;
     if (this.handle !== null) {
       this.idle.cancel(this.handle);
       this.handle = null;
@@ -152,6 +140,9 @@ export class Highlighter {
     if (this.handle !== null) {
       this.idle.cancel(this.handle);
       this.handle = null;
+    }
+    if (chunk("highlight") === null) {
+      return; // the queue waits for the chunk (enqueue listens for it)
     }
     let first = true;
     while (this.queue.length > 0 && (first || deadline.timeRemaining() > 4)) {

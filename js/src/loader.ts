@@ -13,8 +13,13 @@
  * view on the page through a registry on `globalThis` keyed by the version:
  * this module itself is imported anew for each widget model.
  *
- * In marimo (`runtime.standalone()`) widgets carry the whole bundle instead
- * and this module is not used.
+ * The heavy renderers (Temml for math, highlight.js for code, the table of
+ * HTML's character references) are chunks
+ * the bundle fetches from the runtime model on first use (js/src/chunks.ts):
+ * each view hands the bundle its runtime model (`chunks.addRuntime`).
+ *
+ * In marimo (`runtime.standalone()`) widgets carry the whole front end,
+ * chunks included (standalone.ts), and this module is not used.
  *
  * Runs on the browser's main thread, in anywidget's `render`.
  */
@@ -23,6 +28,8 @@ import type { AnyModel, Initialize, Render } from "@anywidget/types";
 /** What the bundle (index.ts) exports as its default. */
 interface FrontEnd {
   render: Render;
+  /** chunks.ts: the runtime models the chunks come from */
+  chunks?: { addRuntime(runtime: unknown): void };
 }
 
 interface RuntimeTraits {
@@ -72,15 +79,16 @@ export async function frontEnd(model: AnyModel): Promise<FrontEnd> {
   }
   const runtime = await model.widget_manager.get_model<RuntimeTraits>(ref.slice(PREFIX.length));
   const version = String(runtime.get("version"));
-  const known = registry().get(version);
-  if (known !== undefined) {
-    return known;
+  let loading = registry().get(version);
+  if (loading === undefined) {
+    addCss(String(runtime.get("css") ?? ""), version);
+    loading = importBundle(String(runtime.get("bundle")));
+    registry().set(version, loading);
+    loading.catch(() => registry().delete(version)); // a later view may try again
   }
-  addCss(String(runtime.get("css") ?? ""), version);
-  const loading = importBundle(String(runtime.get("bundle")));
-  registry().set(version, loading);
-  loading.catch(() => registry().delete(version)); // a later view may try again
-  return loading;
+  const fe = await loading;
+  fe.chunks?.addRuntime(runtime);
+  return fe;
 }
 
 const initialize: Initialize = () => undefined;

@@ -28,21 +28,18 @@
  * is meant as an accessible companion to its HTML and font files, whereas
  * Temml writes MathML for the browser's own math renderer (MathML Core, in
  * Chromium, Firefox and Safari) and needs no fonts; and bundled, Temml is the
- * smaller (about 59 KB against 77 KB gzip). Settings for untrusted input:
- * `trust: false` (no \href, \url, \class, \style, \includegraphics, …),
- * sizes capped (`maxSize`), macro expansion bounded (`maxExpand`), a fresh
- * macro table per formula (a `\gdef` in one reply cannot change another).
- * Rendered formulas are cached by source: the open tail is re-rendered every
- * frame, its finished formulas should cost nothing.
+ * smaller (about 59 KB against 77 KB gzip). Temml is not in the bundle: it is
+ * the math chunk (chunks/math.ts, with its settings for untrusted input),
+ * loaded on the first formula (chunks.ts). Until it is there, a formula shows
+ * its source, dimmed, as one still waiting for its closer does; the list
+ * renders the messages that showed one again once it arrived (chunks.ts
+ * `noteMiss`). Rendered formulas are cached by source: the open
+ * tail is re-rendered every frame, its finished formulas should cost nothing.
  * Runs on the browser's main thread (called by the Markdown renderer).
  */
 import type { MarkdownIt, StateBlock, StateCore, StateInline, Token } from "markdown-it";
-import temml from "temml";
+import { chunk, noteMiss } from "./chunks";
 
-/** Largest size a formula may ask for: [em, pt] (`\rule`, `\kern`, `\hspace`, …). */
-export const MATH_MAX_SIZE: [number, number] = [20, 200];
-/** Most macro expansions in one formula (`\def\a{\a\a}\a` stops here). */
-export const MATH_MAX_EXPAND = 300;
 /** Longest formula source rendered; a longer one shows its source. */
 export const MATH_MAX_CHARS = 4000;
 const CACHE_SIZE = 256;
@@ -50,10 +47,11 @@ const CACHE_SIZE = 256;
 const cache = new Map<string, string | null>();
 
 /**
- * MathML for `tex`, or null when it does not parse (or is too long). The
+ * MathML for `tex`, or null when it does not parse (or is too long), or
+ * undefined while the math chunk is not loaded (it is asked for then). The
  * result still has to pass the sanitizer.
  */
-export function renderMath(tex: string, display: boolean): string | null {
+export function renderMath(tex: string, display: boolean): string | null | undefined {
   const key = `${display ? "D" : "I"}${tex}`;
   const hit = cache.get(key);
   if (hit !== undefined) {
@@ -64,20 +62,12 @@ export function renderMath(tex: string, display: boolean): string | null {
   }
   let html: string | null = null;
   if (tex.trim() !== "" && tex.length <= MATH_MAX_CHARS) {
-    try {
-      html = temml.renderToString(tex, {
-        displayMode: display,
-        throwOnError: true,
-        trust: false,
-        strict: false,
-        maxSize: MATH_MAX_SIZE,
-        maxExpand: MATH_MAX_EXPAND,
-        macros: {},
-      });
-    } catch {
-      // a ParseError, or a TypeError on some truncated input (`x^`): show the source
-      html = null;
+    const engine = chunk("math");
+    if (engine === null) {
+      noteMiss("math");
+      return undefined;
     }
+    html = engine.renderTeX(tex, display);
   }
   cache.set(key, html);
   if (cache.size > CACHE_SIZE) {
@@ -327,6 +317,9 @@ export function mathPlugin(md: MarkdownIt): void {
     const t = tokens[idx] as Token;
     const display = t.markup === "$$" || t.markup === "\\[";
     const html = renderMath(t.content, display);
+    if (html === undefined) {
+      return `<span class="nbs-math-pending">${source(t.markup, t.content, true)}</span>`;
+    }
     if (html === null) {
       return `<span class="nbs-math-source">${source(t.markup, t.content, true)}</span>`;
     }
@@ -343,6 +336,9 @@ export function mathPlugin(md: MarkdownIt): void {
       return `<div class="nbs-math-block ${cls}">${source(t.markup, t.content, false)}</div>\n`;
     }
     const html = renderMath(t.content, true);
+    if (html === undefined) {
+      return `<div class="nbs-math-block nbs-math-pending">${source(t.markup, t.content, true)}</div>\n`;
+    }
     if (html === null) {
       return `<div class="nbs-math-block nbs-math-source">${source(t.markup, t.content, true)}</div>\n`;
     }

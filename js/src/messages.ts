@@ -33,9 +33,12 @@
 import { MessageAttachments } from "./attachments";
 import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
+import { type ChunkName, missedChunks, misses, onChunk } from "./chunks";
+import type { FrameScheduler, Timer } from "./frame";
 import type { Highlighter } from "./highlight";
 import { FullSink, MarkdownSink, type Sink } from "./incremental";
-import { FINAL_STATUSES } from "./protocol";
+import { ATTACH_CHUNK, ATTACH_FIRST, LazyRenderer } from "./lazy";
+import { FINAL_STATUSES, type ToolRun } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
 import type { SizedMode } from "./sized";
@@ -62,6 +65,24 @@ export interface ListOptions {
   canContinue?: boolean;
   /** a question gets an Edit button (chat) */
   canEdit?: boolean;
+  /** render finished answers lazily (lazy.ts); null or absent: every answer at once */
+  lazy?: LazyDeps | null;
+  /**
+   * Has messages rendered whole in the next frame, as a change of their own
+   * (buffer.ts `rerender`): a chunk they missed arrived. Absent: rendered at
+   * once from the entry last painted (a list whose entries never change
+   * between paints).
+   */
+  rerender?: ((ids: readonly string[]) => void) | undefined;
+}
+
+/** What lazy rendering of a long list needs (lazy.ts). */
+export interface LazyDeps {
+  scheduler: FrameScheduler;
+  /** placeholders are `hidden="until-found"` (lazy.ts) */
+  untilFound: boolean;
+  now: () => number;
+  timer: Timer;
 }
 
 /** The status line of a message that was live when its kernel went away. */
@@ -143,6 +164,23 @@ export class MessageList {
   private readonly nodes = new Map<string, MessageNode>();
   /** ids of the nodes created and not painted yet */
   private readonly fresh = new Set<string>();
+  /** the ids shown, in order */
+  private order: readonly string[] = [];
+  /**
+   * How many of the first ids of {@link order} have no node yet: a long
+   * history arriving at once is put in the DOM from its end, a chunk per frame
+   * (lazy.ts); 0 once every message is in. Their entries wait in
+   * {@link waitingEntries} (painted when their node is made).
+   */
+  private waiting = 0;
+  private readonly waitingEntries = new Map<string, Readonly<Entry> | null>();
+  /**
+   * messages rendered while a chunk they needed (math, entities) was not
+   * there: rendered again when one comes (chunks.ts)
+   */
+  private readonly chunkWaiting = new Set<MessageNode>();
+  /** the chunks listened for, each with the function that stops listening */
+  private readonly chunkListeners = new Map<ChunkName, () => void>();
   /** the replies' tool parts painted since the last settle (their layout reads wait for it) */
   private readonly toolsToSettle = new Set<ToolParts>();
   /** a question's attachments (thumbnails, file chips) */
@@ -165,7 +203,30 @@ export class MessageList {
     const jump = makeButton(doc, "nbs-jump", "Jump to latest ↓", "Jump to the latest message");
     this.el.append(this.list, jump);
     this.scroll = new ScrollFollower(this.list, jump, options.signal);
+    const lazy = options.lazy;
+    if (lazy != null) {
+      this.lazy = new LazyRenderer({
+        root: this.list,
+        signal: options.signal,
+        untilFound: lazy.untilFound,
+        scheduler: lazy.scheduler,
+        now: lazy.now,
+        timer: lazy.timer,
+        host: {
+          render: (el) => this.renderDeferred(el, lazy.now()),
+          chars: (el) => this.nodeOf(el)?.entry?.text.length ?? 0,
+          elements: () => this.list.children,
+          following: () => this.scroll.isFollowing,
+          shift: (dy) => this.scroll.shift(dy),
+          settled: () => this.settle(),
+          attach: () => this.attachChunk(),
+        },
+      });
+    }
   }
+
+  /** Deferred rendering of finished answers (null: every answer renders at once). */
+  readonly lazy: LazyRenderer | null = null;
 
   /**
    * The widget's kernel is (or no longer is) connected: every message still live
@@ -185,15 +246,14 @@ export class MessageList {
 
   /** The message as last painted, if this list shows it. */
   entry(id: string): Readonly<Entry> | null {
-    return this.nodes.get(id)?.entry ?? null;
+    return this.nodes.get(id)?.entry ?? this.waitingEntries.get(id) ?? null;
   }
 
   /** The messages as last painted, in the order shown (those not painted yet left out). */
   entries(): Readonly<Entry>[] {
     const out: Readonly<Entry>[] = [];
-    for (const el of this.list.children) {
-      const id = (el as HTMLElement).dataset.id;
-      const entry = id === undefined ? null : this.entry(id);
+    for (const id of this.order) {
+      const entry = this.entry(id);
       if (entry !== null) {
         out.push(entry);
       }
@@ -252,31 +312,101 @@ export class MessageList {
     return this.fresh.size === 0 ? [] : [...this.fresh];
   }
 
-  /** Makes the list's children match `order`, creating and removing nodes. */
+  /**
+   * Makes the list's children match `order`, creating and removing nodes.
+   * With lazy rendering, a long history arriving at once (more than
+   * {@link ATTACH_FIRST} new messages, while the list follows its bottom)
+   * goes into the DOM from its end: the last {@link ATTACH_FIRST} now, the
+   * rest a chunk per frame above them ({@link attachChunk}); their entries
+   * wait meanwhile (painted when their node is made).
+   */
   reconcile(order: readonly string[]): void {
     const keep = new Set(order);
     for (const [id, node] of this.nodes) {
       if (!keep.has(id)) {
         this.countChars(node, 0);
+        this.lazy?.forget(node.el);
         node.el.remove();
         this.nodes.delete(id);
         this.fresh.delete(id);
       }
     }
-    let expected: Element | null = this.list.firstElementChild;
-    for (const id of order) {
-      let node = this.nodes.get(id);
-      if (node === undefined) {
-        node = this.createNode(id);
-        this.nodes.set(id, node);
-        this.fresh.add(id);
+    const firstIn = this.waiting > 0 ? this.order[this.waiting] : undefined;
+    let waiting = 0;
+    if (this.lazy !== null) {
+      let added = 0;
+      for (const id of order) {
+        if (!this.nodes.has(id) && !this.waitingEntries.has(id)) {
+          added++;
+        }
       }
+      if (firstIn !== undefined) {
+        // still attaching: the messages above the first one in the DOM keep waiting
+        waiting = Math.max(0, order.indexOf(firstIn));
+      }
+      if (added > ATTACH_FIRST && this.scroll.isFollowing) {
+        // a history arriving at once (even after a first message): its end first
+        waiting = Math.max(waiting, order.length - ATTACH_FIRST);
+      }
+    }
+    const waitingBefore = this.waitingEntries;
+    const stillWaiting = new Map<string, Readonly<Entry> | null>();
+    for (let i = 0; i < waiting; i++) {
+      const id = order[i] as string;
+      const node = this.nodes.get(id);
+      if (node !== undefined) {
+        // (only when messages above moved in; rare) it keeps its node, out of the DOM
+        node.el.remove();
+        continue;
+      }
+      stillWaiting.set(id, waitingBefore.get(id) ?? null);
+    }
+    waitingBefore.clear();
+    for (const [id, entry] of stillWaiting) {
+      waitingBefore.set(id, entry);
+    }
+    let expected: Element | null = this.list.firstElementChild;
+    for (let i = waiting; i < order.length; i++) {
+      const id = order[i] as string;
+      const node = this.nodes.get(id) ?? this.makeNode(id);
       if (node.el === expected) {
         expected = expected.nextElementSibling;
       } else {
         this.list.insertBefore(node.el, expected);
       }
     }
+    this.order = order.slice();
+    this.waiting = waiting;
+    if (waiting > 0) {
+      this.lazy?.wake();
+    }
+  }
+
+  /** A new node for `id`, painted from its waiting entry if it has one, else fresh. */
+  private makeNode(id: string): MessageNode {
+    const node = this.createNode(id);
+    this.nodes.set(id, node);
+    const entry = this.waitingEntries.get(id) ?? null;
+    this.waitingEntries.delete(id);
+    if (entry === null) {
+      this.fresh.add(id);
+    } else {
+      this.paintNode(node, entry, true, "", "", [], this.options.lazy?.now() ?? 0);
+    }
+    return node;
+  }
+
+  /** Puts the next {@link ATTACH_CHUNK} waiting messages in the DOM; returns whether more wait. */
+  private attachChunk(): boolean {
+    const from = Math.max(0, this.waiting - ATTACH_CHUNK);
+    const fragment = this.doc.createDocumentFragment();
+    for (let i = from; i < this.waiting; i++) {
+      const id = this.order[i] as string;
+      fragment.appendChild((this.nodes.get(id) ?? this.makeNode(id)).el);
+    }
+    this.list.insertBefore(fragment, this.list.firstElementChild);
+    this.waiting = from;
+    return from > 0;
   }
 
   /**
@@ -285,21 +415,173 @@ export class MessageList {
    * an assistant message's status changed (for the live region), else null.
    */
   paint(change: MessageChange, now: number): string | null {
-    const node = this.nodes.get(change.entry.id);
+    const e = change.entry;
+    const node = this.nodes.get(e.id);
     if (node === undefined) {
+      if (this.waitingEntries.has(e.id)) {
+        this.waitingEntries.set(e.id, e); // painted whole when its node is made
+      }
       return null;
     }
-    const e = change.entry;
-    // a node painted for the first time shows the whole text, whatever the change says
-    const replaced = change.replaced || node.entry === null;
-    node.entry = e;
     this.fresh.delete(e.id);
+    const statusChanged = node.shownStatus !== e.status;
+    this.paintNode(
+      node,
+      e,
+      change.replaced,
+      change.appended,
+      change.reasoningAppended,
+      change.tail ?? [],
+      now,
+    );
+    return statusChanged && e.role === "assistant" ? node.shownLabel : null;
+  }
+
+  /** Renders `e` into its node: what changed, or all of it the first time. */
+  private paintNode(
+    node: MessageNode,
+    e: Readonly<Entry>,
+    replacedText: boolean,
+    appended: string,
+    reasoningAppended: string,
+    tail: readonly ToolRun[],
+    now: number,
+  ): void {
+    // a node painted for the first time shows the whole text, whatever the change says
+    const first = node.entry === null;
+    const replaced = replacedText || first;
+    node.entry = e;
     const final = FINAL_STATUSES.has(e.status);
+    const lazy = this.lazy;
+    if (lazy?.isDeferred(node.el)) {
+      lazy.update(node.el, e.text); // (a finished message whose lost deltas came late)
+      this.countChars(node, e.text.length);
+    } else if (lazy !== null && first && final) {
+      // a finished message shown for the first time: rendered when it comes near (lazy.ts)
+      lazy.defer(node.el, node.textEl, e.text);
+      this.countChars(node, e.text.length);
+    } else {
+      this.renderText(node, e, replaced, appended, reasoningAppended, tail, final, now);
+    }
+    this.updateChrome(node, e, now);
+  }
+
+  /**
+   * After a frame's paints: keep the list at the bottom unless the user
+   * scrolled away, and stop at the top of a reply being written once it is
+   * taller than the list (scroll.ts).
+   */
+  settle(): void {
+    this.lazy?.renderTail();
+    for (const tools of this.toolsToSettle) {
+      tools.settle();
+    }
+    this.toolsToSettle.clear();
+    const last = this.list.lastElementChild as HTMLElement | null;
+    const live = last?.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
+    this.scroll.settle(live ? last : null);
+    this.lazy?.flush();
+  }
+
+  /** Renders a deferred answer whole (lazy.ts asks); returns its text length. */
+  private renderDeferred(el: HTMLElement, now: number): number {
+    const node = this.nodeOf(el);
+    const e = node?.entry;
+    if (node === undefined || e == null) {
+      return 0;
+    }
+    this.renderText(node, e, true, "", "", [], FINAL_STATUSES.has(e.status), now);
+    return e.text.length;
+  }
+
+  private nodeOf(el: HTMLElement): MessageNode | undefined {
+    const id = el.dataset.id;
+    return id === undefined ? undefined : this.nodes.get(id);
+  }
+
+  /** The message's text, reasoning and tool calls, from `e` and what changed. */
+  private renderText(
+    node: MessageNode,
+    e: Readonly<Entry>,
+    replaced: boolean,
+    appended: string,
+    reasoningAppended: string,
+    tail: readonly ToolRun[],
+    final: boolean,
+    now: number,
+  ): void {
+    const before = misses();
+    this.renderParts(node, e, replaced, appended, reasoningAppended, tail, final, now);
+    if (misses() !== before) {
+      this.waitForChunks(node);
+    }
+  }
+
+  /**
+   * Renders `node` again, whole, once a chunk that a renderer missed is there
+   * (chunks.ts); a message that still misses one waits on.
+   */
+  private waitForChunks(node: MessageNode): void {
+    this.chunkWaiting.add(node);
+    if (this.chunkListeners.size === 0) {
+      this.options.signal.addEventListener("abort", () => this.stopListening(), { once: true });
+    }
+    for (const name of missedChunks()) {
+      if (!this.chunkListeners.has(name)) {
+        this.chunkListeners.set(
+          name,
+          onChunk(name, () => this.chunkArrived()),
+        );
+      }
+    }
+  }
+
+  private stopListening(): void {
+    for (const off of this.chunkListeners.values()) {
+      off();
+    }
+    this.chunkListeners.clear();
+  }
+
+  private chunkArrived(): void {
+    this.stopListening();
+    const waiting = [...this.chunkWaiting];
+    this.chunkWaiting.clear();
+    const shown = waiting.filter((n) => {
+      const e = n.entry;
+      return e !== null && this.nodes.get(e.id) === n && !this.lazy?.isDeferred(n.el);
+    });
+    const rerender = this.options.rerender;
+    if (rerender !== undefined) {
+      // in the next frame, as a change: the entry may already hold text that arrived
+      // since it was painted, which that frame appends (rendering it whole here would
+      // show that text twice)
+      rerender(shown.map((n) => (n.entry as Readonly<Entry>).id));
+      return;
+    }
+    const now = this.options.lazy?.now() ?? 0;
+    for (const n of shown) {
+      const e = n.entry as Readonly<Entry>;
+      this.renderText(n, e, true, "", "", [], FINAL_STATUSES.has(e.status), now);
+    }
+    this.settle();
+  }
+
+  private renderParts(
+    node: MessageNode,
+    e: Readonly<Entry>,
+    replaced: boolean,
+    appended: string,
+    reasoningAppended: string,
+    tail: readonly ToolRun[],
+    final: boolean,
+    now: number,
+  ): void {
     // a reply in the tool loop: its head (the text before its first call) shows here
     // as any reply's text; the calls and later rounds in node.tools (toolcard.ts)
     const head = headOf(e);
     try {
-      this.updateText(node, head, replaced, change.appended, final, now);
+      this.updateText(node, head, replaced, appended, final, now);
     } catch (err) {
       // A renderer that fails must not take the view down: show this
       // message as plain text from now on.
@@ -325,7 +607,7 @@ export class MessageList {
         );
         node.textEl.before(node.reasoning.el);
       }
-      node.reasoning.paint(head, replaced, change.reasoningAppended, now);
+      node.reasoning.paint(head, replaced, reasoningAppended, now);
     }
     if (e.role === "assistant" && (e.toolHead !== undefined || node.tools !== null)) {
       if (node.tools === null) {
@@ -339,29 +621,11 @@ export class MessageList {
       }
       this.toolsToSettle.add(node.tools);
       try {
-        node.tools.paint(e, replaced, change.tail ?? [], now);
+        node.tools.paint(e, replaced, tail, now);
       } catch (err) {
         console.error("nbstream: rendering a reply's tool calls failed", err);
       }
     }
-    const statusChanged = node.shownStatus !== e.status;
-    this.updateChrome(node, e, now);
-    return statusChanged && e.role === "assistant" ? node.shownLabel : null;
-  }
-
-  /**
-   * After a frame's paints: keep the list at the bottom unless the user
-   * scrolled away, and stop at the top of a reply being written once it is
-   * taller than the list (scroll.ts).
-   */
-  settle(): void {
-    for (const tools of this.toolsToSettle) {
-      tools.settle();
-    }
-    this.toolsToSettle.clear();
-    const last = this.list.lastElementChild as HTMLElement | null;
-    const live = last?.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
-    this.scroll.settle(live ? last : null);
   }
 
   /** Follow new text again, from now on. */

@@ -109,7 +109,16 @@ export type ToolState =
   | "running"
   | "streaming";
 /**
- * Every message a view sends; each is told apart by its `kind`.
+ * What a view loads on first use (`js/src/chunks.ts`): `math` (Temml),
+ * `highlight` (highlight.js), `entities` (the table of HTML's named character
+ * references, for a rarer `&name;`) and `linkify` (linkify-it, for bare URLs and
+ * e-mail addresses), each a module of its own (`static/<name>.js`) that the
+ * kernel's runtime widget (`runtime.py`) carries once a message needs it.
+ */
+export type ChunkName = "entities" | "highlight" | "linkify" | "math";
+/**
+ * Every message a view sends; each is told apart by its `kind`. A
+ * `ChunkMsg` goes to the runtime widget, every other to the view's widget.
  */
 export type ViewMsg =
   | SendMsg
@@ -124,7 +133,8 @@ export type ViewMsg =
   | ByeMsg
   | ResyncMsg
   | AckMsg
-  | ToolApprovalMsg;
+  | ToolApprovalMsg
+  | ChunkMsg;
 /**
  * a person's answer to an approval card: `allow` (this call), `always` (this tool,
  * for this chat: not offered for a tool that runs code) or `deny`
@@ -526,6 +536,15 @@ export interface AckMsg {
   render_ms?: number;
 }
 /**
+ * View -> the kernel's runtime widget (not the view's own widget): send chunk
+ * `name`; a view met a formula, a code block, a character reference or a link
+ * that the kernel had not seen (the kernel sends a chunk when the text it sends needs it).
+ */
+export interface ChunkMsg {
+  kind: "chunk";
+  name: ChunkName;
+}
+/**
  * View -> kernel: a person's answer to the approval card of call `call` in reply
  * `id`. The kernel refuses (and logs) one that does not match a call of that reply
  * waiting for approval (stale, forged, answered already).
@@ -569,6 +588,11 @@ export interface ViewDebug {
    * out (the previous way), instead of in batches (`"batched"`, js/src/sized.ts)
    */
   sized?: "at-once" | "batched";
+  /**
+   * `"off"`: render every message when it is shown (the previous way) instead of
+   * finished ones as they come near the view, the end first (`"on"`, js/src/lazy.ts)
+   */
+  lazy?: "off" | "on";
   /**
    * `"per-view"`: each view requests its own animation frames (the previous
    * way) instead of rendering from the page's one frame loop and its budget

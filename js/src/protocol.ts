@@ -67,6 +67,8 @@ export type {
   AttachmentMeta,
   AttachmentPolicy,
   ByeMsg,
+  ChunkMsg,
+  ChunkName,
   ClearMsg,
   ContinueMsg,
   DeltaBody,
@@ -301,6 +303,9 @@ export function toViewDebug(x: unknown): ViewDebug {
   }
   if (x.sized === "at-once" || x.sized === "batched") {
     out.sized = x.sized;
+  }
+  if (x.lazy === "on" || x.lazy === "off") {
+    out.lazy = x.lazy;
   }
   if (x.frames === "per-view" || x.frames === "shared") {
     out.frames = x.frames;

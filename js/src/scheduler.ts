@@ -586,3 +586,53 @@ export function pageFrames(win: Window & typeof globalThis): PageFrames {
   });
   return holder[KEY];
 }
+
+/**
+ * A {@link FrameScheduler} whose frames are the page loop's: work that asks
+ * for frames of its own (a long chat's placeholders and history, lazy.ts)
+ * runs in the page's one animation-frame callback, under its budget, as
+ * `priority` work of a view whose root is `root()` (read when the first frame
+ * is asked for: the view may not be built yet when this is made), and less
+ * often while that view is out of sight. `dispose` leaves the loop.
+ */
+export function loopScheduler(
+  page: PageFrames,
+  root: () => Element | null,
+  priority: Priority = "soon",
+): FrameScheduler & { dispose(): void } {
+  const due = new Map<number, () => void>();
+  let next = 1;
+  let slot: FrameSlot | null = null;
+  let disposed = false;
+  const run = (): boolean => {
+    if (due.size === 0) {
+      return false;
+    }
+    const callbacks = [...due.values()];
+    due.clear();
+    for (const cb of callbacks) {
+      cb();
+    }
+    return true;
+  };
+  return {
+    request(cb) {
+      const h = next++;
+      if (disposed) {
+        return h;
+      }
+      due.set(h, cb);
+      slot ??= page.register({ run, priority: () => priority }, root());
+      slot.request();
+      return h;
+    },
+    cancel(h) {
+      due.delete(h);
+    },
+    dispose() {
+      disposed = true;
+      due.clear();
+      slot?.dispose();
+    },
+  };
+}

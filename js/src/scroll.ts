@@ -19,7 +19,7 @@
  *   estimated one until they come into view; when the list
  *   follows, the jump to the bottom brings some into view, they take their
  *   real height, and the bottom moves after the frame was painted. A
- *   ResizeObserver on the messages settles the list again when that happens,
+ *   ResizeObserver on the last messages ({@link WATCHED}) settles the list again when that happens,
  *   so a finished reply still ends at its bottom.
  * - Only the list's own `scrollTop` is ever set: nothing here scrolls the
  *   page (no `scrollIntoView`, no focus), so the notebook around the widget
@@ -31,6 +31,13 @@
 export const STICK_PX = 24;
 /** Space left above a long reply's top when the list stops at it (px). */
 export const ANCHOR_GAP_PX = 4;
+/**
+ * Messages watched for size changes: the last ones. Only they can move the
+ * bottom while the list follows it (what is above the view keeps its height,
+ * and lazy.ts settles the list after rendering anything there), and watching
+ * a thousand messages would cost every frame.
+ */
+export const WATCHED = 16;
 
 export class ScrollFollower {
   private following = true;
@@ -97,6 +104,14 @@ export class ScrollFollower {
     this.scrollTo(this.list.scrollHeight);
   }
 
+  /**
+   * Scrolls by `dy` px without counting as the reader's scrolling (lazy.ts:
+   * what was above the view changed height; the reader's place holds).
+   */
+  shift(dy: number): void {
+    this.scrollTo(this.list.scrollTop + dy);
+  }
+
   /** A message changed size outside a paint (a block came into view and took its real height). */
   private onResize(): void {
     if (this.following) {
@@ -108,18 +123,24 @@ export class ScrollFollower {
     if (this.resizes === null) {
       return;
     }
-    for (const child of this.list.children) {
-      if (!this.observed.has(child)) {
-        this.observed.add(child);
-        this.resizes.observe(child);
+    const last = new Set<Element>();
+    for (
+      let child = this.list.lastElementChild;
+      child !== null && last.size < WATCHED;
+      child = child.previousElementSibling
+    ) {
+      last.add(child);
+    }
+    for (const el of this.observed) {
+      if (!last.has(el)) {
+        this.observed.delete(el);
+        this.resizes.unobserve(el);
       }
     }
-    if (this.observed.size > this.list.children.length) {
-      for (const el of this.observed) {
-        if (el.parentElement !== this.list) {
-          this.observed.delete(el);
-          this.resizes.unobserve(el);
-        }
+    for (const el of last) {
+      if (!this.observed.has(el)) {
+        this.observed.add(el);
+        this.resizes.observe(el);
       }
     }
   }

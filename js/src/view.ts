@@ -39,7 +39,7 @@ import type { Changes, Entry, MessageChange } from "./buffer";
 import { Composer } from "./composer";
 import { type ConnectionState, type LostReason, lostMessage } from "./connection";
 import { Highlighter, type IdleScheduler } from "./highlight";
-import { type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
+import { type LazyDeps, type MarkdownMode, MessageList, makeButton, makeElement } from "./messages";
 import type { AttachmentPolicy, PaneInfo, SendAttachment } from "./protocol";
 import { loadableImageUrl } from "./sanitize";
 import type { SizedMode } from "./sized";
@@ -96,6 +96,10 @@ export interface ViewOptions {
   sized?: SizedMode;
   /** characters of message text shown, summed over the messages (for benchmarks) */
   onChars?: (delta: number) => void;
+  /** render finished answers as they come near (lazy.ts); null or absent: all at once */
+  lazy?: LazyDeps | null;
+  /** messages to render whole in the next frame (a chunk they missed arrived) */
+  rerender?: (ids: readonly string[]) => void;
 }
 
 /** What the mount (chat.ts) drives, whatever the mode. */
@@ -424,6 +428,8 @@ export abstract class BaseView implements WidgetView {
       onChars: this.options.onChars,
       signal: this.listeners.signal,
       label,
+      lazy: this.options.lazy ?? null,
+      rerender: this.options.rerender,
     });
     this.lists.push(list);
     return list;

@@ -6,6 +6,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { debugMountOptions, mountChat } from "../src/chat";
 import { ACK_GAP_MS } from "../src/frame";
+import { ATTACH_FIRST } from "../src/lazy";
 import { type ChatTraits, toViewDebug } from "../src/protocol";
 import { FakeFrames, FakeModel } from "./fakes";
 
@@ -20,12 +21,24 @@ describe("toViewDebug", () => {
   it("keeps the switches it knows, of the right values, and nothing else", () => {
     expect(toViewDebug(undefined)).toEqual({});
     expect(toViewDebug("full")).toEqual({});
+    const all = {
+      markdown: "full",
+      acks: "every-frame",
+      ack_gap_ms: 250,
+      sized: "at-once",
+      lazy: "off",
+      frames: "per-view",
+    };
+    expect(toViewDebug(all)).toEqual(all);
     expect(
-      toViewDebug({ markdown: "full", acks: "every-frame", ack_gap_ms: 250, sized: "at-once" }),
-    ).toEqual({ markdown: "full", acks: "every-frame", ack_gap_ms: 250, sized: "at-once" });
-    expect(toViewDebug({ frames: "per-view" })).toEqual({ frames: "per-view" });
-    expect(
-      toViewDebug({ markdown: "fast", acks: 1, ack_gap_ms: -5, sized: null, frames: "x" }),
+      toViewDebug({
+        markdown: "fast",
+        acks: 1,
+        ack_gap_ms: -5,
+        sized: null,
+        lazy: false,
+        frames: "x",
+      }),
     ).toEqual({});
     expect(toViewDebug({ ack_gap_ms: Number.POSITIVE_INFINITY })).toEqual({});
   });
@@ -38,6 +51,8 @@ describe("toViewDebug", () => {
     });
     expect(debugMountOptions({ acks: "every-frame", ack_gap_ms: 250 })).toEqual({ ackGapMs: 0 });
     expect(debugMountOptions({ ack_gap_ms: 250 })).toEqual({ ackGapMs: 250 });
+    expect(debugMountOptions({ lazy: "off" })).toEqual({ lazy: false });
+    expect(debugMountOptions({ lazy: "on" })).toEqual({}); // as shipped: where the browser can
     // the page's one frame loop as shipped; "per-view": a loop of the view's own
     expect(debugMountOptions({ frames: "shared" })).toEqual({});
     expect(debugMountOptions({ frames: "per-view" })).toEqual({ frames: "per-view" });
@@ -112,6 +127,31 @@ describe("a widget's debug switches reach its views", () => {
     expect(shipped.blocks()[0]).toBe(before[0]); // the closed heading is kept
     expect(full.blocks()[0]).not.toBe(before[1]); // rebuilt
     expect(full.blocks()[0]?.textContent).toBe("Title");
+  });
+
+  it("lazy: off renders a finished history when it is shown, as shipped its end first", () => {
+    const history: Record<string, unknown> = { last_id: 120 };
+    for (let i = 1; i <= 120; i += 2) {
+      history[`m${i}`] = user(`question ${i}`);
+      history[`m${i + 1}`] = { role: "assistant", seq: 1, status: "done", stats: {} };
+      history[`m${i + 1}.1`] = `## Answer ${i + 1}\n\nSome text.`;
+    }
+    /** the messages in the DOM when the chat is shown, and how many are placeholders */
+    const shown = (debug: unknown): [number, number] => {
+      const model = new FakeModel({ debug, ...history } as Partial<ChatTraits>);
+      const el = document.createElement("div");
+      document.body.appendChild(el);
+      // as index.ts mounts it, in a browser that can skip a placeholder's layout
+      const options = { lazy: true, ...debugMountOptions(toViewDebug(model.get("debug"))) };
+      cleanups.push(mountChat(model, el, { ...options, scheduler: new FakeFrames(), idle: null }));
+      return [
+        el.querySelectorAll(".nbs-message").length,
+        el.querySelectorAll(".nbs-deferred").length,
+      ];
+    };
+    expect(shown({})).toEqual([ATTACH_FIRST, 0]); // the end, rendered; the rest in later frames
+    expect(shown({ lazy: "on" })).toEqual([ATTACH_FIRST, 0]);
+    expect(shown({ lazy: "off" })).toEqual([120, 0]); // everything, rendered
   });
 
   it("a malformed debug trait renders as shipped", () => {

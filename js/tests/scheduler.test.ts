@@ -12,6 +12,7 @@ import {
   FRAME_TARGET_MS,
   type FrameWork,
   HIDDEN_MS,
+  loopScheduler,
   MAX_SPACING_MS,
   PAGE_SHARE,
   PageLoop,
@@ -592,5 +593,32 @@ describe("chats on one page loop", () => {
       model.delta("a", 1, "x");
     }
     expect(frames.requests).toBe(3);
+  });
+});
+
+describe("loopScheduler", () => {
+  it("runs frames asked of it in the page loop's frames, and leaves the loop when disposed", () => {
+    const frames = new FakeFrames();
+    const loop = new PageLoop({ scheduler: frames, now: () => 0 });
+    const root = document.createElement("div");
+    const sched = loopScheduler(loop, () => root, "later");
+    expect(loop.stats.views).toBe(0); // registered on its first request only
+    const ran: string[] = [];
+    sched.request(() => ran.push("a"));
+    const b = sched.request(() => ran.push("b"));
+    sched.cancel(b);
+    expect(loop.stats.views).toBe(1);
+    expect(frames.pending).toBe(1);
+    frames.frame();
+    expect(ran).toEqual(["a"]);
+    expect(frames.pending).toBe(0);
+    sched.request(() => ran.push("c"));
+    frames.frame();
+    expect(ran).toEqual(["a", "c"]);
+    sched.dispose();
+    expect(loop.stats.views).toBe(0);
+    sched.request(() => ran.push("d"));
+    expect(frames.pending).toBe(0);
+    expect(ran).toEqual(["a", "c"]);
   });
 });

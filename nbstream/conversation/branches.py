@@ -41,7 +41,12 @@ class Branches:
             raise ValueError(f"unknown parent {parent}")
         self._parent[mid] = parent
         self._children.setdefault(parent, []).append(mid)
-        self.show(mid)
+        if parent is not None and parent == self.current:
+            # after the message shown last (a new turn): the path above is chosen already
+            self._chosen[parent] = mid
+            self.current = mid
+        else:
+            self.show(mid)
 
     def parent(self, mid: str) -> str | None:
         """The message ``mid`` follows (None: a first message)."""

@@ -248,6 +248,18 @@ class Pump:
             self._woken = True
             self._cond.notify()
 
+    def send_whole(self, ch: Channel, replies: Iterable[str], others: Iterable[str]) -> None:
+        """Send messages whole, in one step: the metas and every delta of ``replies``,
+        the metas of ``others`` (a history loaded at once reaches the views in one
+        update, so none of them shows its first message alone)."""
+        with self._cond:
+            for stream_id in replies:
+                ch.resend[stream_id] = 0
+                ch.changed.add(stream_id)
+            ch.changed.update(others)
+            self._woken = True
+            self._cond.notify()
+
     def hello(self, ch: Channel) -> None:
         """A view rendered (or its link came back): note it for :func:`view_figures`,
         answer it, and send the metas of the live messages (and ``live``) again, and of

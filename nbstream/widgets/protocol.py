@@ -105,9 +105,13 @@ Direction rules (who may send what, how often, and why):
   :class:`ToolApprovalMsg`),
   :class:`HelloMsg` when a view is rendered (the kernel re-sends the metas of live
   messages and ``live``), and
-  :class:`AckMsg` after the frame that rendered a delta. The kernel handles
-  them on its main thread (or on a subshell thread with
-  ``commsOverSubshells``), so handlers only record or enqueue and never block.
+  :class:`AckMsg` after the frame that rendered a delta of a message the view
+  saw live (never for a message final when it first saw it: a loaded history is
+  not acked). :class:`ChunkMsg` goes to the kernel's runtime widget
+  (``runtime.py``), when a view meets a formula, a code block or a character
+  reference before the kernel sent the chunk it needs. The kernel handles them
+  on its main thread (or on a subshell thread with ``commsOverSubshells``), so
+  handlers only record or enqueue and never block.
 * **Kernel -> view, custom messages.** :class:`WelcomeMsg`, the answer to a
   hello; :class:`RefusedMsg`, a Send with attachments was refused (a type the
   source cannot take, a limit): the view gives the draft back and says why.
@@ -573,9 +577,28 @@ class AckMsg(TypedDict):
     render_ms: NotRequired[Annotated[float, Meta(ge=0, le=MAX_RENDER_MS)]]
 
 
-#: Every message a view sends; each is told apart by its ``kind``.
+#: What a view loads on first use (``js/src/chunks.ts``): ``math`` (Temml),
+#: ``highlight`` (highlight.js), ``entities`` (the table of HTML's named character
+#: references, for a rarer ``&name;``) and ``linkify`` (linkify-it, for bare URLs and
+#: e-mail addresses), each a module of its own (``static/<name>.js``) that the
+#: kernel's runtime widget (``runtime.py``) carries once a message needs it.
+ChunkName = Literal["math", "highlight", "entities", "linkify"]
+
+
+class ChunkMsg(TypedDict):
+    """View -> the kernel's runtime widget (not the view's own widget): send chunk
+    ``name``; a view met a formula, a code block, a character reference or a link
+    that the kernel had not seen (the kernel sends a chunk when the text it sends needs it)."""
+
+    kind: Literal["chunk"]
+    name: ChunkName
+
+
+#: Every message a view sends; each is told apart by its ``kind``. A
+#: :class:`ChunkMsg` goes to the runtime widget, every other to the view's widget.
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
-           | SwitchMsg | EditMsg | HelloMsg | ByeMsg | ResyncMsg | AckMsg | ToolApprovalMsg)
+           | SwitchMsg | EditMsg | HelloMsg | ByeMsg | ResyncMsg | AckMsg | ToolApprovalMsg
+           | ChunkMsg)
 
 
 class PaneInfo(TypedDict):
@@ -602,6 +625,9 @@ class ViewDebug(TypedDict, total=False):
     #: ``"at-once"``: let a Markdown block skip layout in the frame it was first laid
     #: out (the previous way), instead of in batches (``"batched"``, js/src/sized.ts)
     sized: Literal["batched", "at-once"]
+    #: ``"off"``: render every message when it is shown (the previous way) instead of
+    #: finished ones as they come near the view, the end first (``"on"``, js/src/lazy.ts)
+    lazy: Literal["on", "off"]
     #: ``"per-view"``: each view requests its own animation frames (the previous
     #: way) instead of rendering from the page's one frame loop and its budget
     #: (``"shared"``, js/src/scheduler.ts)
@@ -655,8 +681,8 @@ GENERATED: tuple[Any, ...] = (
     Status, FinishReason, PartType, Role, Mode, DeltaBody, LoadingMeta, MessageMeta,
     MessageState, DeltaMsg, SendMsg, StopMsg, RegenerateMsg, ClearMsg, ContinueMsg,
     SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ByeMsg, WelcomeMsg, ResyncMsg, AckMsg,
-    ViewMsg, PaneInfo, ViewDebug, ViewTraits, TextRun, DeltaRun, *TOOL_TYPES,
-    *ATTACHMENT_TYPES,
+    ChunkName, ChunkMsg, ViewMsg, PaneInfo, ViewDebug, ViewTraits, TextRun, DeltaRun,
+    *TOOL_TYPES, *ATTACHMENT_TYPES,
 )
 #: ... and these constants
 GENERATED_CONSTANTS = ("FINAL_STATUSES", "PART_TYPES", "STATE_TRAIT", "LAST_ID_KEY",

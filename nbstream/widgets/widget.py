@@ -67,7 +67,13 @@ from .attachments import attached_for, check_chat, parse_upload, policy, prepare
 from .presence import ViewRoster
 from .protocol import MessageState, RefusedMsg, SendMsg, ToolApprovalMsg, ViewMsg
 from .reply import Reply, next_round, run_reply
-from .runtime import warn_unsupported_frontend, widget_css, widget_esm, widget_runtime_ref
+from .runtime import (
+    note_bodies,
+    warn_unsupported_frontend,
+    widget_css,
+    widget_esm,
+    widget_runtime_ref,
+)
 from .toolturn import DEFAULT_MAX_TOOL_ROUNDS, AllowList, ToolTurn, restored_rounds
 from .wire import (
     BadViewMessage,
@@ -126,7 +132,8 @@ class StreamingWidget(anywidget.AnyWidget):
     #: ``{"markdown": "full"}`` re-renders the whole answer each frame, ``{"acks":
     #: "every-frame"}`` acknowledges every frame, ``{"ack_gap_ms": 250}`` sets the least
     #: gap between rounds of acks, ``{"sized": "at-once"}`` lets blocks skip layout in
-    #: the frame they were laid out, ``{"frames": "per-view"}`` gives each view its own
+    #: the frame they were laid out, ``{"lazy": "off"}`` renders every message when it
+    #: is shown (not the end first), ``{"frames": "per-view"}`` gives each view its own
     #: animation frames instead of the page's one loop: the previous ways, which the
     #: benchmarks measure side by side with the shipped ones. ``{}`` (as shipped) by
     #: default; checked when set; a view reads it when it renders (set it before the
@@ -162,8 +169,10 @@ class StreamingWidget(anywidget.AnyWidget):
         self._history: History[Reply] = History()
         self._lock = self._history.lock
         self._ignored = ViewMessageFilter()
+        # (note_bodies: the math and highlighting chunks the text sent needs, runtime.py)
         self._wire = WireEncoder(self._history,
-                                 lambda msg, buffers: self._send(msg, buffers=buffers))
+                                 lambda msg, buffers: self._send(msg, buffers=buffers),
+                                 note_bodies)
         #: tools (#20): what the model may call, how many rounds a turn may take, and the
         #: tools a person chose "Always allow" for (replaced whole, never mutated)
         self._tools: tuple[Tool, ...] = ()
@@ -424,11 +433,10 @@ class StreamingWidget(anywidget.AnyWidget):
                 added.append(entry)
             if messages:
                 history.show(new_id[current] if current is not None else added[-1].id)
-        for e in added:  # a reply's deltas go with its meta (as a resync from seq 0 does)
-            if isinstance(e, Reply):
-                self._pump.resync(self._channel, e.id, 0)
-            else:
-                self._pump.publish(self._channel, [e.id])
+        # in one update (a view never shows the first of them alone); a reply's deltas
+        # go with its meta, as a resync from seq 0 does
+        self._pump.send_whole(self._channel, [e.id for e in added if isinstance(e, Reply)],
+                              [e.id for e in added if not isinstance(e, Reply)])
         return added
 
     def _history_changed(self) -> None:

@@ -371,11 +371,15 @@ class WireEncoder:
     """
 
     def __init__(self, history: History[Reply],
-                 send: Callable[[dict[str, Any], list[bytes] | None], None]) -> None:
+                 send: Callable[[dict[str, Any], list[bytes] | None], None],
+                 note: Callable[[list[DeltaBody]], None] | None = None) -> None:
         self._history = history
         #: hands one update message and its binary buffers to the widget's comm
         #: (pump thread)
         self._send = send
+        #: told the delta bodies of each update before it is sent (pump thread): the
+        #: widget passes runtime.py's ``note_bodies``, which sends the chunks they need
+        self._note = note
         #: removals sent (the ``removed`` key)
         self.removed_count = 0
         #: messages that were live in the last snapshot (get_state)
@@ -436,8 +440,10 @@ class WireEncoder:
             state[key] = value
             sizes[owner] = sizes.get(owner, 0) + len(key) + 6 + _json_size(value)
 
+        bodies: list[DeltaBody] = []
         for d in out.deltas:
-            put(d.id, delta_key(d.id, d.seq), wire_body(d.body))
+            bodies.append(wire_body(d.body))
+            put(d.id, delta_key(d.id, d.seq), bodies[-1])
         with history.lock:  # only the entries this step names: nothing grows with the history
             named = set(out.resend) | out.changed | {d.id for d in out.deltas}
             known = {i: history.known[i] for i in named if i in history.known}
@@ -445,7 +451,10 @@ class WireEncoder:
             entry = known.get(mid)
             if isinstance(entry, Reply):
                 for d in entry.stream.sent_deltas(have):
-                    put(mid, delta_key(mid, d.seq), wire_body(d.body))
+                    bodies.append(wire_body(d.body))
+                    put(mid, delta_key(mid, d.seq), bodies[-1])
+        if self._note is not None and bodies:
+            self._note(bodies)  # before the text that needs them
         buffers: dict[str, bytes] = {}  # binary keys: attachment previews
         for mid in sorted(out.changed, key=lambda i: int(i[1:])):
             entry = known.get(mid)

@@ -10,7 +10,8 @@
 // The page itself is served from a made-up origin (http://nbstream-export.test/).
 // Any other request (MathJax; require.js first tries ./anywidget.js next to the
 // page) is refused with a 404, as offline, and reported.
-// params: { html: path of the exported file }
+// params: { html: path of the exported file, expect_math: wait until formulas are
+//           rendered and code highlighted (they come from the saved chunks) }
 // Screenshot: <artifact>.png
 import fs from 'node:fs';
 import path from 'node:path';
@@ -61,6 +62,13 @@ await scenario(async ({ page, params }) => {
   await page.goto(`${ORIGIN}export.html`);
   await page.waitForSelector('.nbs-chat .nbs-message[data-role="assistant"]', { timeout: 30_000 });
   await waitAllFinal(page, { index: 0, timeout: 20_000 });
+  if (params.expect_math) {
+    await page.waitForFunction(
+      () => document.querySelector('.nbs-chat .nbs-md math') && document.querySelector('.nbs-chat code.hljs'),
+      null,
+      { timeout: 30_000, polling: 100 },
+    );
+  }
   await page.waitForTimeout(300);
   const texts = await assistantTexts(page, 0);
   const details = await page.evaluate(() => ({
@@ -69,6 +77,11 @@ await scenario(async ({ page, params }) => {
     headings: document.querySelectorAll('.nbs-chat .nbs-md h2').length,
     styled_radius: getComputedStyle(document.querySelector('.nbs-chat')).borderRadius,
     widget_errors: document.querySelectorAll('.jupyter-widgets-error-widget, .jupyter-widgets.widget-error').length,
+    // math and highlighting, from the chunks the saved runtime widget holds (js/src/chunks.ts)
+    maths: document.querySelectorAll('.nbs-chat .nbs-md math').length,
+    highlighted: document.querySelectorAll('.nbs-chat pre > code.hljs').length,
+    links: [...document.querySelectorAll('.nbs-chat .nbs-md a')].map((e) => e.getAttribute('href')),
+    chunk_loads: [...(window.__nbstreamChunkLoads ?? [])],
   }));
   await page.locator('.nbs-chat').first().scrollIntoViewIfNeeded();
   return { texts, ...details, served, refused, missing };

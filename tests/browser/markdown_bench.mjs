@@ -25,6 +25,9 @@
 // notebook's widget says so in its `debug` trait (benchmarks/browser_markdown.py
 // writes it; ViewDebug in nbstream/widgets/protocol.py); here `mode` only names the run.
 // params: { notebook, timeline, mode, prompt, timeout_ms = 180000,
+//           settle_count, settle_ms: a chat opened with a history of settle_count
+//           messages is left to settle for settle_ms before the stream (the history
+//           and its `lazy` switch are in the notebook: benchmarks/browser_long_chat.py),
 //           trace: a file for a Chrome performance trace of the stream (optional) }
 import { counters, sendPrompt, waitForChat, waitForStatus, FINAL_STATUSES as FINAL } from './chat.mjs';
 import { openNotebook, runCell, scenario, TOKEN, URL_BASE } from './lab.mjs';
@@ -103,6 +106,11 @@ await scenario(async ({ browser, page, params, log }) => {
   await openNotebook(page, params.notebook);
   await runCell(page, 0);
   await waitForChat(page);
+  // a chat opened with a history (benchmarks/browser_long_chat.py): let it settle first
+  if (params.settle_count) {
+    await page.waitForFunction((n) => document.querySelectorAll('.nbs-chat .nbs-message').length >= n, params.settle_count, { timeout: 300_000, polling: 200 });
+    await page.waitForTimeout(params.settle_ms ?? 3000);
+  }
   await page.evaluate(startRecorder);
 
   const prompt = params.prompt ?? 'Write a long answer';
@@ -112,7 +120,11 @@ await scenario(async ({ browser, page, params, log }) => {
       categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'v8', 'blink.user_timing'],
     });
   }
-  const tSend = await page.evaluate(() => performance.now());
+  // only this reply's deltas count (a history's keys m<i>.<seq> arrived before)
+  const tSend = await page.evaluate(() => {
+    window.__nbsReceived = [];
+    return performance.now();
+  });
   const id = await sendPrompt(page, prompt, { fill: true });
   const status = await waitForStatus(page, id, FINAL, { timeout: params.timeout_ms ?? 180_000 });
   const tFinal = await page.evaluate(() => performance.now());
@@ -125,7 +137,8 @@ await scenario(async ({ browser, page, params, log }) => {
   log(`${mode}: ${tl.offsets_ms.length} pieces, status ${status}, ${rec.batches.length} DOM updates`);
 
   // the stream, as the page saw it: from the first text to the final state
-  const base = prompt.length; // characters of the user's message, shown before the reply
+  // characters shown before the reply: any history, and the user's message
+  const base = rec.counters0.chars + prompt.length;
   const updates = rec.batches.filter((b) => b.t >= tSend);
   const firstText = updates.find((b) => b.chars > base);
   const from = firstText ? firstText.t : tSend;

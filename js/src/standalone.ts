@@ -1,0 +1,19 @@
+/**
+ * The whole front end in one module, for where widgets carry it themselves
+ * (marimo: `runtime.standalone()` in `nbstream/widgets/runtime.py`): the
+ * bundle with every chunk (math, highlighting, entities, linkify) provided at once, since there
+ * is no runtime widget to fetch them from.
+ */
+import { provideChunk } from "./chunks";
+import * as entities from "./chunks/entities";
+import * as highlight from "./chunks/highlight";
+import * as linkify from "./chunks/linkify";
+import * as math from "./chunks/math";
+import widget from "./index";
+
+provideChunk("math", math);
+provideChunk("highlight", highlight);
+provideChunk("entities", entities);
+provideChunk("linkify", linkify);
+
+export default widget;

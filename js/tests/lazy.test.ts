@@ -1,0 +1,532 @@
+// @vitest-environment jsdom
+// Long conversations (lazy.ts, and the list that uses it in messages.ts): the
+// end renders at once, a long history enters the DOM from its end a chunk per
+// frame, placeholders near the view render a budget per frame (nearest first),
+// the reader's place holds when a placeholder above it renders, a JupyterLab
+// search mark keeps a placeholder as it is, and Copy all covers everything.
+// jsdom has no layout: a small fake gives the list and its messages a geometry;
+// frames, clock and timer are driven by hand.
+import { afterEach, describe, expect, it } from "vitest";
+import { mountChat } from "../src/chat";
+import type { Timer } from "../src/frame";
+import {
+  ATTACH_CHUNK,
+  ATTACH_FIRST,
+  DEFERRED_CLASS,
+  estimateHeight,
+  type LazyHost,
+  LazyRenderer,
+  MARK_RETRY_MS,
+  TAIL_CHARS,
+} from "../src/lazy";
+import { PageLoop } from "../src/scheduler";
+import { conversationMarkdown } from "../src/transcript";
+import { FakeFrames, FakeModel, steppingClock } from "./fakes";
+
+class FakeTimer implements Timer {
+  private next = 1;
+  readonly pending = new Map<number, { cb: () => void; at: number }>();
+  t = 0;
+  set(cb: () => void, ms: number): number {
+    const h = this.next++;
+    this.pending.set(h, { cb, at: this.t + ms });
+    return h;
+  }
+  clear(h: number): void {
+    this.pending.delete(h);
+  }
+  advance(ms: number): void {
+    this.t += ms;
+    for (const [h, p] of [...this.pending]) {
+      if (p.at <= this.t) {
+        this.pending.delete(h);
+        p.cb();
+      }
+    }
+  }
+}
+
+/**
+ * A scrolling list `client` px tall whose children are laid out one after
+ * the other, each as tall as `heightOf` says (read at every call, so a
+ * rendered message can change height); scrollTop is clamped as a browser does.
+ */
+function geometry(list: HTMLElement, client: number, heightOf: (el: Element) => number) {
+  let top = 0;
+  const offset = (el: Element): number => {
+    let y = 0;
+    for (const c of list.children) {
+      if (c === el) {
+        return y;
+      }
+      y += heightOf(c);
+    }
+    return y;
+  };
+  const total = () => [...list.children].reduce((a, c) => a + heightOf(c), 0);
+  const rect = (y: number, h: number) =>
+    ({ top: y, bottom: y + h, height: h, width: 600, left: 0, right: 600, x: 0, y }) as DOMRect;
+  Object.defineProperty(list, "clientHeight", { get: () => client });
+  Object.defineProperty(list, "clientTop", { get: () => 0 });
+  Object.defineProperty(list, "scrollHeight", { get: () => Math.max(total(), client) });
+  Object.defineProperty(list, "scrollTop", {
+    get: () => top,
+    set: (v: number) => {
+      top = Math.max(0, Math.min(v, Math.max(total(), client) - client));
+    },
+  });
+  list.getBoundingClientRect = () => rect(0, client);
+  const place = (el: Element) => {
+    el.getBoundingClientRect = () => rect(offset(el) - top, heightOf(el));
+  };
+  return {
+    place,
+    get top() {
+      return top;
+    },
+    scroll(to: number) {
+      list.scrollTop = to;
+      list.dispatchEvent(new Event("scroll"));
+    },
+  };
+}
+
+/** A bare list of `n` message elements of `chars` characters each, with a fake host. */
+function bareList(n: number, chars = 500, client = 400) {
+  const root = document.createElement("div");
+  const texts = new Map<HTMLElement, HTMLElement>();
+  const rendered: string[] = [];
+  const deferredHeight = 100;
+  const renderedHeight = 160;
+  const g = geometry(root, client, (el) =>
+    el.classList.contains(DEFERRED_CLASS) ? deferredHeight : renderedHeight,
+  );
+  for (let i = 0; i < n; i++) {
+    const el = document.createElement("div");
+    el.dataset.id = `m${i + 1}`;
+    const t = document.createElement("div");
+    el.append(t);
+    root.append(el);
+    texts.set(el, t);
+    g.place(el);
+  }
+  let following = true;
+  let clock = 0;
+  const frames = new FakeFrames();
+  const timer = new FakeTimer();
+  const shifts: number[] = [];
+  const host: LazyHost = {
+    render: (el) => {
+      rendered.push(el.dataset.id as string);
+      clock += 3; // each render takes 3 ms
+      return chars;
+    },
+    chars: () => chars,
+    elements: () => root.children,
+    following: () => following,
+    shift: (dy) => {
+      shifts.push(dy);
+      root.scrollTop += dy;
+    },
+    settled: () => {
+      if (following) {
+        root.scrollTop = root.scrollHeight;
+      }
+    },
+    attach: () => false,
+  };
+  const controller = new AbortController();
+  const lazy = new LazyRenderer({
+    root,
+    scheduler: frames,
+    now: () => clock,
+    timer,
+    host,
+    signal: controller.signal,
+    untilFound: true,
+  });
+  for (const [el, t] of texts) {
+    lazy.defer(el, t, "x".repeat(chars));
+  }
+  const els = [...texts.keys()];
+  return {
+    root,
+    els,
+    lazy,
+    frames,
+    timer,
+    rendered,
+    shifts,
+    g,
+    controller,
+    setFollowing: (f: boolean) => {
+      following = f;
+    },
+  };
+}
+
+describe("estimateHeight", () => {
+  it("grows with the text and counts code lines, table rows and headings", () => {
+    const w = 700;
+    const prose = estimateHeight("word ".repeat(200), w);
+    expect(estimateHeight("word ".repeat(400), w)).toBeGreaterThan(prose);
+    expect(estimateHeight("# Title\n\ntext", w)).toBeGreaterThan(estimateHeight("text", w));
+    const code = `\`\`\`python\n${"x = 1\n".repeat(20)}\`\`\``;
+    expect(estimateHeight(code, w)).toBeGreaterThanOrEqual(20 * 17);
+    const table = `| a | b |\n|---|---|\n${"| 1 | 2 |\n".repeat(10)}`;
+    expect(estimateHeight(table, w)).toBeGreaterThanOrEqual(11 * 27);
+    // a narrower list wraps prose into more lines
+    expect(estimateHeight("word ".repeat(200), 300)).toBeGreaterThan(prose);
+  });
+});
+
+describe("LazyRenderer", () => {
+  it("defers a message as its source, hidden until found, at an estimated height", () => {
+    const { els } = bareList(3, 50);
+    const el = els[0] as HTMLElement;
+    const text = el.firstElementChild as HTMLElement;
+    expect(el.classList.contains(DEFERRED_CLASS)).toBe(true);
+    expect(text.getAttribute("hidden")).toBe("until-found");
+    expect(text.textContent).toBe("x".repeat(50));
+    expect(text.style.getPropertyValue("contain-intrinsic-size")).toMatch(/^auto \d+px$/);
+  });
+
+  it("renders the end at once while following, from the last message up, until TAIL_CHARS", () => {
+    const chars = 600;
+    const { lazy, rendered, els } = bareList(20, chars);
+    lazy.renderTail();
+    const expected = Math.ceil(TAIL_CHARS / chars);
+    expect(rendered).toEqual(
+      els
+        .slice(-expected)
+        .reverse()
+        .map((e) => e.dataset.id),
+    );
+    const last = els.at(-1) as HTMLElement;
+    expect(last.classList.contains(DEFERRED_CLASS)).toBe(false);
+    expect((last.firstElementChild as HTMLElement).hasAttribute("hidden")).toBe(false);
+    expect(lazy.size).toBe(20 - expected);
+  });
+
+  it("asks for a frame once the list settled, only if placeholders are left", () => {
+    // a chat at its bottom: what it deferred rendered at once (renderTail), no frame
+    const tail = bareList(3, 100);
+    expect(tail.frames.pending).toBe(0); // defer asks for nothing by itself
+    tail.lazy.renderTail();
+    tail.lazy.flush();
+    expect(tail.lazy.size).toBe(0);
+    expect(tail.frames.pending).toBe(0);
+    // a reader scrolled away: the placeholders wait for a frame that looks near the view
+    const away = bareList(3, 100);
+    away.setFollowing(false);
+    away.lazy.renderTail();
+    away.lazy.flush();
+    expect(away.frames.pending).toBe(1);
+  });
+
+  it("renders nothing at once for a reader who scrolled away", () => {
+    const { lazy, rendered, setFollowing } = bareList(20);
+    setFollowing(false);
+    lazy.renderTail();
+    expect(rendered).toEqual([]);
+  });
+
+  it("after a scroll, renders the placeholders near the view, nearest first, within a frame's budget", () => {
+    // 100 px placeholders, a 400 px view: the view at 3050 shows m31..m35; the margin
+    // (one view above and below) reaches m27..m39
+    const { lazy, rendered, frames, g, setFollowing } = bareList(60);
+    setFollowing(false);
+    g.scroll(3050);
+    expect(frames.pending).toBe(1);
+    frames.frame();
+    // 3 ms a render against an 8 ms budget: three this frame, those in view first, lowest first
+    expect(rendered).toEqual(["m35", "m34", "m33"]);
+    while (frames.pending > 0) {
+      frames.frame();
+    }
+    // everything within the margin, and nothing beyond it
+    const near = new Set(rendered);
+    for (const id of ["m31", "m30", "m29", "m35", "m36"]) {
+      expect(near.has(id)).toBe(true);
+    }
+    expect(near.has("m10")).toBe(false);
+    expect(near.has("m55")).toBe(false);
+    expect(lazy.counters.near).toBe(rendered.length);
+  });
+
+  it("a list that follows its bottom looks for nothing when it scrolls (an answer streaming)", () => {
+    const { frames, g, rendered } = bareList(60);
+    while (frames.pending > 0) {
+      frames.frame(); // (the placeholders asked for a look when they were made)
+    }
+    const before = rendered.length;
+    g.scroll(5600); // the view's own scroll to the bottom, while following
+    expect(frames.pending).toBe(0);
+    expect(rendered.length).toBe(before);
+  });
+
+  it("keeps the reader's place when a placeholder above the view renders taller", () => {
+    const { rendered, frames, g, shifts, setFollowing } = bareList(60);
+    setFollowing(false);
+    g.scroll(3000);
+    while (frames.pending > 0) {
+      frames.frame();
+    }
+    // each render above the top of the view (100 -> 160 px) moved the list by 60 px
+    const above = rendered.filter((id) => Number(id.slice(1)) <= 30).length;
+    expect(above).toBeGreaterThan(0);
+    expect(shifts.reduce((a, b) => a + b, 0)).toBe(above * 60);
+  });
+
+  it("leaves a placeholder holding a search mark as its source, and renders it once the mark is gone", () => {
+    const { lazy, rendered, frames, timer, els, setFollowing, g } = bareList(10, 100);
+    setFollowing(false);
+    const el = els[9] as HTMLElement;
+    const text = el.firstElementChild as HTMLElement;
+    // JupyterLab's search wraps a match in <mark>
+    const mark = document.createElement("mark");
+    mark.textContent = "xx";
+    text.append(mark);
+    g.scroll(600); // the end of the list: m7..m10 in view
+    while (frames.pending > 0) {
+      frames.frame();
+    }
+    expect(rendered).toContain("m9");
+    expect(rendered).not.toContain("m10");
+    expect(lazy.isDeferred(el)).toBe(true);
+    expect(text.hasAttribute("hidden")).toBe(false); // shown, marks and all
+    mark.replaceWith("xx"); // the search ended
+    timer.advance(MARK_RETRY_MS);
+    while (frames.pending > 0) {
+      frames.frame();
+    }
+    expect(rendered).toContain("m10");
+  });
+
+  it("stops when disposed", () => {
+    const { frames, g, controller, rendered, setFollowing } = bareList(30);
+    setFollowing(false);
+    g.scroll(1000);
+    controller.abort();
+    frames.frame();
+    g.scroll(2000);
+    expect(frames.pending).toBe(0);
+    expect(rendered).toEqual([]);
+  });
+});
+
+/** A kernel's per-message state of `n` messages, questions and answers alternating. */
+function history(n: number): {
+  state: Record<string, unknown>;
+  entries: { role: string; text: string; status: string }[];
+} {
+  const state: Record<string, unknown> = { last_id: n, live: {}, removed: 0, current: `m${n}` };
+  const entries: { role: string; text: string; status: string }[] = [];
+  for (let i = 1; i <= n; i++) {
+    const parent = i === 1 ? null : `m${i - 1}`;
+    if (i % 2 === 1) {
+      const text = `Question ${i}?`;
+      state[`m${i}`] = { role: "user", seq: 0, status: "done", stats: {}, text, parent };
+      entries.push({ role: "user", text, status: "done" });
+    } else {
+      const text = `## Answer ${i}\n\nSome **text** for answer ${i}.\n\n- a\n- b\n`;
+      state[`m${i}`] = {
+        role: "assistant",
+        seq: 1,
+        status: "done",
+        stats: {},
+        parent,
+        finish_reason: "stop",
+      };
+      state[`m${i}.1`] = text;
+      entries.push({ role: "assistant", text, status: "done" });
+    }
+  }
+  return { state, entries };
+}
+
+describe("a long chat (messages.ts with lazy rendering)", () => {
+  const cleanups: (() => void)[] = [];
+  afterEach(() => {
+    for (const c of cleanups.splice(0)) {
+      c();
+    }
+  });
+
+  function mount(n: number, now: () => number = () => 0) {
+    const { state, entries } = history(n);
+    const model = new FakeModel({ mode: "chat", ...(state as object) });
+    const el = document.createElement("div");
+    document.body.append(el);
+    const frames = new FakeFrames();
+    cleanups.push(mountChat(model, el, { scheduler: frames, now, idle: null, lazy: true }));
+    cleanups.push(() => el.remove());
+    const list = el.querySelector(".nbs-messages") as HTMLElement;
+    return { model, el, list, frames, entries };
+  }
+
+  it("shows its end first, rendered, then puts the older messages in the DOM within a frame's budget", () => {
+    const n = 400;
+    // a clock that moves 4 ms per reading: two chunks fit a frame's 8 ms
+    const { list, frames } = mount(n, steppingClock(4));
+    expect(list.children.length).toBe(ATTACH_FIRST);
+    const last = list.lastElementChild as HTMLElement;
+    expect(last.dataset.id).toBe(`m${n}`);
+    expect(last.classList.contains(DEFERRED_CLASS)).toBe(false);
+    expect(last.querySelector(".nbs-md h2")?.textContent).toBe(`Answer ${n}`);
+    let frameCount = 0;
+    while (list.children.length < n && frameCount < 100) {
+      frames.frame();
+      frameCount++;
+      expect(list.children.length).toBeLessThanOrEqual(
+        ATTACH_FIRST + frameCount * 2 * ATTACH_CHUNK,
+      );
+    }
+    expect(frameCount).toBeGreaterThan(1);
+    expect(list.children.length).toBe(n);
+    expect([...list.children].map((c) => (c as HTMLElement).dataset.id)).toEqual(
+      Array.from({ length: n }, (_, i) => `m${i + 1}`),
+    );
+    // the older ones wait as placeholders holding their text
+    const first = list.querySelector('[data-id="m2"]') as HTMLElement;
+    expect(first.classList.contains(DEFERRED_CLASS)).toBe(true);
+    expect(first.querySelector(".nbs-text")?.textContent).toContain("Answer 2");
+    expect(first.dataset.status).toBe("done");
+  });
+
+  it("in the page's one frame loop, the history enters through the loop's frames", () => {
+    const n = 400;
+    const { state } = history(n);
+    const model = new FakeModel({ mode: "chat", ...(state as object) });
+    const el = document.createElement("div");
+    document.body.append(el);
+    cleanups.push(() => el.remove());
+    const frames = new FakeFrames();
+    const loop = new PageLoop({ scheduler: frames, now: steppingClock(4) });
+    // no scheduler of the view's own: every frame it or lazy.ts asks for is the loop's
+    cleanups.push(mountChat(model, el, { frames: loop, now: () => 0, idle: null, lazy: true }));
+    const list = el.querySelector(".nbs-messages") as HTMLElement;
+    expect(list.children.length).toBe(ATTACH_FIRST);
+    let frameCount = 0;
+    while (frames.pending > 0 && frameCount < 100) {
+      expect(frames.pending).toBe(1); // one request for the page, whoever asked
+      frames.frame();
+      frameCount++;
+    }
+    expect(frameCount).toBeGreaterThan(1);
+    expect(list.children.length).toBe(n);
+    expect(loop.stats.max_callbacks_per_frame).toBe(1);
+    expect(loop.stats.views).toBe(2); // the view and its lazy frames
+    // the view gone, its lazy frames leave the loop too
+    for (const c of cleanups.splice(0)) {
+      c();
+    }
+    expect(loop.stats.views).toBe(0);
+  });
+
+  it("a history that comes after its first message still enters from its end", () => {
+    const n = 300;
+    const { state } = history(n);
+    const first = Object.fromEntries(
+      Object.entries(state).filter(([k]) => k === "m1" || !/^m\d/.test(k)),
+    );
+    const model = new FakeModel({ mode: "chat", ...(first as object), last_id: 1, current: "m1" });
+    const el = document.createElement("div");
+    const frames = new FakeFrames();
+    cleanups.push(
+      mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }),
+    );
+    const list = el.querySelector(".nbs-messages") as HTMLElement;
+    expect(list.children.length).toBe(1);
+    model.update(state); // the rest of the history, in one update
+    frames.frame();
+    expect(list.children.length).toBe(ATTACH_FIRST);
+    expect((list.firstElementChild as HTMLElement).dataset.id).toBe(`m${n - ATTACH_FIRST + 1}`);
+    while (frames.pending > 0) {
+      frames.frame();
+    }
+    expect([...list.children].map((c) => (c as HTMLElement).dataset.id)).toEqual(
+      Array.from({ length: n }, (_, i) => `m${i + 1}`),
+    );
+  });
+
+  it("copies all of it, placeholders and messages not yet in the DOM included", async () => {
+    const n = 300;
+    const { el, entries } = mount(n);
+    const seen: string[] = [];
+    Object.defineProperty(navigator, "clipboard", {
+      configurable: true,
+      value: { writeText: async (t: string) => void seen.push(t) },
+    });
+    (el.querySelector("button.nbs-copy-all") as HTMLButtonElement).click();
+    await new Promise((r) => setTimeout(r, 0));
+    expect(seen).toEqual([conversationMarkdown(entries)]);
+  });
+
+  it("opening a history sends the kernel no ack (its messages were never live here)", () => {
+    // a history that arrives after the view rendered, as from a kernel's update
+    const model = new FakeModel({ mode: "chat", last_id: 0, live: {}, removed: 0 });
+    const el = document.createElement("div");
+    const frames = new FakeFrames();
+    cleanups.push(
+      mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }),
+    );
+    model.update(history(200).state);
+    while (frames.pending > 0) {
+      frames.frame();
+    }
+    expect(el.querySelectorAll(".nbs-message").length).toBe(200);
+    expect(model.drain("ack")).toEqual([]);
+  });
+
+  it("a new question and its answer stream at the end as in a fresh chat", () => {
+    const n = 200;
+    const { model, list, frames } = mount(n);
+    while (frames.pending > 0) {
+      frames.frame();
+    }
+    model.update({
+      last_id: n + 2,
+      [`m${n + 1}`]: {
+        role: "user",
+        seq: 0,
+        status: "done",
+        stats: {},
+        text: "More?",
+        parent: `m${n}`,
+      },
+      [`m${n + 2}`]: {
+        role: "assistant",
+        seq: 1,
+        status: "running",
+        stats: {},
+        parent: `m${n + 1}`,
+      },
+      [`m${n + 2}.1`]: "Streaming **now**",
+      live: { [`m${n + 2}`]: 1 },
+      current: `m${n + 2}`,
+    });
+    frames.frame();
+    const live = list.lastElementChild as HTMLElement;
+    expect(live.dataset.id).toBe(`m${n + 2}`);
+    expect(live.classList.contains(DEFERRED_CLASS)).toBe(false);
+    expect(live.querySelector(".nbs-md")?.textContent).toContain("Streaming now");
+    const question = live.previousElementSibling as HTMLElement;
+    expect(question.querySelector(".nbs-text")?.textContent).toBe("More?");
+    expect(question.classList.contains(DEFERRED_CLASS)).toBe(false);
+    // the live answer is acked (the kernel paces its stream by the view), the history never
+    expect(model.drain("ack").map((a) => a.id)).toEqual([`m${n + 2}`]);
+  });
+
+  it("without lazy rendering (the previous way) renders everything at once", () => {
+    const { state } = history(100);
+    const model = new FakeModel({ mode: "chat", ...(state as object) });
+    const el = document.createElement("div");
+    cleanups.push(
+      mountChat(model, el, { scheduler: new FakeFrames(), now: () => 0, idle: null, lazy: false }),
+    );
+    expect(el.querySelectorAll(".nbs-message").length).toBe(100);
+    expect(el.querySelectorAll(`.${DEFERRED_CLASS}`).length).toBe(0);
+    expect(el.querySelectorAll(".nbs-md h2").length).toBe(50);
+  });
+});
