@@ -61,6 +61,8 @@ export const UNANSWERED_MS = 5000;
 export const CHECK_MS = 250;
 /** A message is live and the kernel said nothing for this long: ask it, ms. */
 export const SILENT_MS = 3000;
+/** How long after an unanswered hello a kernel's info reply still says it restarted, ms. */
+export const KERNEL_INFO_MS = 15_000;
 
 /** A `@lumino/signaling` signal, as far as this module uses one. */
 export interface SignalLike<T> {
@@ -74,6 +76,8 @@ export interface KernelLike {
   readonly statusChanged?: SignalLike<string>;
   readonly connectionStatusChanged?: SignalLike<string>;
   readonly disposed?: SignalLike<undefined>;
+  /** asks the kernel for its info: a reply means a kernel is running there */
+  requestKernelInfo?(): Promise<unknown>;
 }
 
 export interface Interval {
@@ -306,9 +310,34 @@ export class Connection {
       this.waited += elapsed; // a busy kernel reads comm messages when its cell ends
       if (this.waited >= UNANSWERED_IDLE_MS) {
         this.lose("no-answer");
+        this.askKernel();
       }
     }
   };
+
+  /**
+   * A kernel that heard this widget once does not answer its hello: restarted, or
+   * shut down? A restart reaches the page only as the new process's `starting`, which
+   * it can miss (the server links the page to the new kernel after that status went
+   * out). A kernel that answers for its info is running, and does not know this
+   * widget: another process, so a restart. No reply: no kernel is running it.
+   */
+  private askKernel(): void {
+    const kernel = this.deps.kernel;
+    if (!this.wasLive || typeof kernel?.requestKernelInfo !== "function") {
+      return;
+    }
+    const asked = this.deps.now();
+    kernel.requestKernelInfo().then(
+      (reply) => {
+        const inTime = this.deps.now() - asked <= KERNEL_INFO_MS;
+        if (reply !== undefined && inTime && this.reasonNow === "no-answer") {
+          this.lose("restarted");
+        }
+      },
+      () => undefined, // no kernel to ask: it stays "no answer"
+    );
+  }
 }
 
 /** What the view says when a chat is not connected. */

@@ -5,6 +5,7 @@ import {
   CHECK_MS,
   Connection,
   type ConnectionState,
+  KERNEL_INFO_MS,
   type KernelLike,
   type LostReason,
   lostMessage,
@@ -40,6 +41,25 @@ class FakeKernel implements KernelLike {
     this.statusChanged.emit(s);
   }
 }
+
+/** A kernel asked for its info: the test answers (or not) by hand. */
+class AskedKernel extends FakeKernel {
+  readonly asked: { resolve: (reply: unknown) => void; reject: (e: unknown) => void }[] = [];
+  requestKernelInfo(): Promise<unknown> {
+    return new Promise((resolve, reject) => this.asked.push({ resolve, reject }));
+  }
+  /** the one request asked so far */
+  only(): { resolve: (reply: unknown) => void; reject: (e: unknown) => void } {
+    expect(this.asked).toHaveLength(1);
+    const [request] = this.asked;
+    if (request === undefined) {
+      throw new Error("not asked");
+    }
+    return request;
+  }
+}
+
+const settled = (): Promise<void> => new Promise((r) => setTimeout(r, 0));
 
 function setup(opts: { kernel?: FakeKernel | null; commLive?: boolean | null } = {}) {
   let t = 0;
@@ -182,6 +202,55 @@ describe("connection", () => {
       ["live", null],
       ["lost", "no-answer"],
     ]);
+  });
+
+  it("a kernel that heard the view, silent to its hello, answers for its info: restarted", async () => {
+    // a restart from elsewhere whose `starting` the page missed (Notebook 7)
+    const kernel = new AskedKernel();
+    const s = setup({ kernel, commLive: true });
+    s.c.hello();
+    s.c.setActive(true);
+    s.pass(SILENT_MS + UNANSWERED_IDLE_MS + 2 * CHECK_MS);
+    expect(s.c.reason).toBe("no-answer");
+    expect(kernel.asked).toHaveLength(1);
+    kernel.only().resolve({ content: { status: "ok" } });
+    await settled();
+    expect(s.states).toEqual([
+      ["live", null],
+      ["lost", "no-answer"],
+      ["lost", "restarted"],
+    ]);
+  });
+
+  it("no info either (a kernel shut down), or too late: still no answer", async () => {
+    for (const late of [false, true]) {
+      const kernel = new AskedKernel();
+      const s = setup({ kernel, commLive: true });
+      s.c.hello();
+      s.c.setActive(true);
+      s.pass(SILENT_MS + UNANSWERED_IDLE_MS + 2 * CHECK_MS);
+      expect(kernel.asked).toHaveLength(1);
+      if (late) {
+        s.pass(KERNEL_INFO_MS + CHECK_MS);
+        kernel.only().resolve({ content: { status: "ok" } });
+      } else {
+        kernel.only().reject(new Error("Kernel is disposed"));
+      }
+      await settled();
+      expect(s.states).toEqual([
+        ["live", null],
+        ["lost", "no-answer"],
+      ]);
+    }
+  });
+
+  it("a view that never heard its kernel (a reopened notebook) does not ask it", () => {
+    const kernel = new AskedKernel();
+    const s = setup({ kernel, commLive: false });
+    s.c.hello();
+    s.pass(UNANSWERED_IDLE_MS + CHECK_MS);
+    expect(s.c.reason).toBe("no-answer");
+    expect(kernel.asked).toHaveLength(0);
   });
 
   it("the question answered: still live, and asked again only after a new silence", () => {
