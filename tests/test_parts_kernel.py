@@ -101,9 +101,7 @@ weather.__doc__ = "The weather.\\n\\nArgs:\\n    city: the city\\n"
 chat = ChatWidget(ScriptedSource(rounds=[[call("weather", city="Paris", id="c1")],
                                          "It is 18 C."], rate=500), tools=[weather])
 reply = chat.send("weather?")
-import time
-while not chat.pending_approvals:
-    time.sleep(0.01)
+reply.wait_for_approval(30)
 chat.approve("c1")
 reply.wait()
 chat

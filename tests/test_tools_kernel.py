@@ -4,11 +4,11 @@ cell; every other tool runs on a thread of its own while cells go on."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
 from _kernel import execute, value
+from _wait import wait_until
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import KernelManager, start_new_kernel
 
@@ -65,10 +65,7 @@ def kernel() -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
 
 
 def _wait(kc: BlockingKernelClient, expr: str, timeout: float = 30) -> None:
-    deadline = time.monotonic() + timeout
-    while not value(kc, expr):
-        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
-        time.sleep(0.1)
+    wait_until(lambda: value(kc, expr), timeout, f"waiting for {expr}")
 
 
 def test_a_main_thread_tool_runs_between_cells_on_the_main_thread(
@@ -90,7 +87,7 @@ busy = True
 w = worker.send("where?")
 t0 = time.monotonic()
 while not w.done and time.monotonic() - t0 < 20:
-    time.sleep(0.01)
+    time.sleep(0.01)  # the scenario: a cell busy on the main thread while the tool runs
 busy = False
 ''')
     (name, during), = value(kc, "seen")
