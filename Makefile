@@ -67,7 +67,7 @@ test: setup chromium browser-deps  ## everything, then the JS unit tests and the
 
 test-fast: setup  ## the inner loop, under a minute: unit and JS tests side by side (no kernel, browser, model, server, exhaustive JS)
 	@status=0; js_log=$$(mktemp); \
-	( cd js && npm run --if-present test -- --reporter=dot --exclude "tests/**/*.exhaustive.test.ts" ) \
+	( cd js && npm run --if-present test -- --reporter=dot --maxWorkers=1 --exclude "tests/**/*.exhaustive.test.ts" ) \
 		> "$$js_log" 2>&1 & js=$$!; \
 	$(OFFLINE) $(PY) -m pytest -q tests -m "$(FAST_MARKERS)" || status=$$?; \
 	wait $$js || status=$$?; \

@@ -144,6 +144,7 @@ class Spy:
         model.generate = generate
 
 
+@pytest.mark.transformers  # random-weight models through the real generate()
 def test_a_tiny_vision_model_answers_about_an_image_through_its_processor() -> None:
     from nbstream.sources import TransformersSource
 
@@ -170,6 +171,7 @@ def test_a_tiny_vision_model_answers_about_an_image_through_its_processor() -> N
     assert spy.calls[1]["input_ids"][0].tolist().count(image_id) == 16
 
 
+@pytest.mark.transformers  # random-weight models through the real generate()
 def test_a_vision_model_folder_is_loaded_with_its_processor(tmp_path: Path) -> None:
     from nbstream.sources import TransformersSource
 
@@ -186,6 +188,7 @@ def test_a_vision_model_folder_is_loaded_with_its_processor(tmp_path: Path) -> N
     assert src.processor is not None and reply.outcome.usage["prompt_tokens"] > 16
 
 
+@pytest.mark.transformers  # random-weight models through the real generate()
 def test_a_text_only_model_gets_texts_in_its_prompt_and_refuses_images() -> None:
     from nbstream.sources import TransformersSource
 
