@@ -338,10 +338,7 @@ class _CallsReader:
         self._key_name = ""
         self._raw: list[str] = []
         self._streaming = False  # the value read is arguments, streamed
-        self._value_kind = ""
-        self._nest = 0
-        self._in_str = False
-        self._esc = False
+        self._extent = _ValueExtent('"')  # of the key or value being read
         self._name: str | None = None
         self._model_id: str | None = None
         self._args_pending = ""
@@ -408,7 +405,7 @@ class _CallsReader:
                 return True
             if ch == '"':
                 self._key = [ch]
-                self._esc = False
+                self._extent = _ValueExtent(ch)
                 self._state = "key"
                 return True
             if ch == "}":
@@ -416,11 +413,7 @@ class _CallsReader:
             return False
         if state == "key":
             self._key.append(ch)
-            if self._esc:
-                self._esc = False
-            elif ch == "\\":
-                self._esc = True
-            elif ch == '"':
+            if self._extent.step(ch):
                 try:
                     key = json.loads("".join(self._key))
                 except ValueError:
@@ -443,44 +436,19 @@ class _CallsReader:
                 return True
             self._raw = []
             self._streaming = False
-            if ch == '"':
-                self._value_kind, self._state, self._esc = "str", "str", False
-            elif ch in "{[":
-                self._value_kind, self._state = "nest", "nest"
-                self._nest, self._in_str, self._esc = 1, False, False
-                self._streaming = self._key_name in _ARG_KEYS
+            if ch == '"' or ch in "{[":
+                self._extent = _ValueExtent(ch)
+                self._state = "extent"
+                self._streaming = ch != '"' and self._key_name in _ARG_KEYS
             else:
-                self._value_kind, self._state = "prim", "prim"
+                self._state = "prim"
             self._take(ch)
             return True
-        if state == "str":
+        if state == "extent":  # a string, object or array value
             self._take(ch)
-            if self._esc:
-                self._esc = False
-            elif ch == "\\":
-                self._esc = True
-            elif ch == '"':
+            if self._extent.step(ch):
                 self._value_done(out)
                 self._state = "after"
-            return True
-        if state == "nest":
-            self._take(ch)
-            if self._in_str:
-                if self._esc:
-                    self._esc = False
-                elif ch == "\\":
-                    self._esc = True
-                elif ch == '"':
-                    self._in_str = False
-            elif ch == '"':
-                self._in_str = True
-            elif ch in "{[":
-                self._nest += 1
-            elif ch in "}]":
-                self._nest -= 1
-                if not self._nest:
-                    self._value_done(out)
-                    self._state = "after"
             return True
         if state == "prim":
             if ch in _WS or ch in ",}":
@@ -556,13 +524,41 @@ class _CallsReader:
         return True
 
 
+class _ValueExtent:
+    """Where a JSON string, object or array ends, told one character at a time after
+    its first (strings, their escapes, nesting)."""
+
+    def __init__(self, first: str) -> None:
+        self._nest = 1 if first in "{[" else 0
+        self._in_str = first == '"'
+        self._esc = False
+
+    def step(self, ch: str) -> bool:
+        """Whether ``ch`` ends the value."""
+        if self._in_str:
+            if self._esc:
+                self._esc = False
+            elif ch == "\\":
+                self._esc = True
+            elif ch == '"':
+                self._in_str = False
+                return self._nest == 0
+            return False
+        if ch == '"':
+            self._in_str = True
+        elif ch in "{[":
+            self._nest += 1
+        elif ch in "}]":
+            self._nest -= 1
+            return self._nest == 0
+        return False
+
+
 class _ValueReader:
     """Streams one JSON value (Mistral's ``[ARGS]{...}``) until it is complete."""
 
     def __init__(self) -> None:
-        self._nest = 0
-        self._in_str = False
-        self._esc = False
+        self._extent: _ValueExtent | None = None  # None: a bare primitive, or not begun
         self._begun = False
         self.done = False
 
@@ -573,37 +569,16 @@ class _ValueReader:
                 if ch in _WS:
                     continue
                 self._begun = True
-                if ch not in "{[":
-                    self._in_str = ch == '"'
-                    if not self._in_str:  # a bare primitive: to the next whitespace
-                        self._nest = -1
-                    continue
-                self._nest = 1
+                if ch == '"' or ch in "{[":
+                    self._extent = _ValueExtent(ch)
                 continue
-            if self._nest == -1:
+            if self._extent is None:  # a bare primitive: to the next whitespace
                 if ch in _WS:
                     self.done = True
                     return text[:i], text[i:]
-                continue
-            if self._in_str:
-                if self._esc:
-                    self._esc = False
-                elif ch == "\\":
-                    self._esc = True
-                elif ch == '"':
-                    self._in_str = False
-                    if self._nest == 0:
-                        self.done = True
-                        return text[: i + 1], text[i + 1:]
-            elif ch == '"':
-                self._in_str = True
-            elif ch in "{[":
-                self._nest += 1
-            elif ch in "}]":
-                self._nest -= 1
-                if self._nest == 0:
-                    self.done = True
-                    return text[: i + 1], text[i + 1:]
+            elif self._extent.step(ch):
+                self.done = True
+                return text[: i + 1], text[i + 1:]
         return text, ""
 
 
