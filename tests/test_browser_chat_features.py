@@ -240,6 +240,11 @@ def test_reader_keeps_place_when_the_paragraph_closes(
     assert before["top"] > 0 and before["height"] > before["client"] + 200, before
     assert after["blocks"] == 2, after
     assert after["jump"], after  # still not following: the reader reads
-    # never moved, not even for one frame
-    assert after["top"] == before["top"], (before, after)
-    assert all(t == before["top"] for t in after["tops"]), after["tops"]
+    # what the reader sees never moved, not even for one frame: the reply's top
+    # stays where it was in the list's viewport (scrollTop itself may change by
+    # the difference when a message above the view renders from a placeholder:
+    # seen once in CI, 70 -> 62 with the reply 8 px higher in the content)
+    assert after["seen"] == before["seen"], (before, after)
+    assert all(t["seen"] == before["seen"] for t in after["tops"]), (before, after["tops"])
+    moved = after["top"] - before["top"]
+    assert moved == 0 or before["deferred"] > after["deferred"], (before, after)

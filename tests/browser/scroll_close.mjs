@@ -62,11 +62,28 @@ await scenario(async ({ page, params, log }) => {
     { sel: SEL, chars: params.paragraph_chars },
     { timeout, polling: 'raf' },
   );
+  // What the reader sees is where the reply's top is in the list's viewport.
+  // scrollTop alone may change without moving it: a message above the view
+  // that was still a placeholder (lazy.ts) renders at its real height, and
+  // the list scrolls by the difference in the same frame (LazyHost.shift).
   const before = await page.evaluate(() => {
     const list = document.querySelector('.nbs-chat .nbs-messages');
+    const seen = () => {
+      const reply = [...list.querySelectorAll('.nbs-message[data-role="assistant"]')].pop();
+      return Math.round(reply.getBoundingClientRect().top - list.getBoundingClientRect().top);
+    };
+    window.__nbsSeen = seen;
     window.__nbsTops = [];
-    list.addEventListener('scroll', () => window.__nbsTops.push(list.scrollTop), { passive: true });
-    return { top: list.scrollTop, height: list.scrollHeight, client: list.clientHeight };
+    list.addEventListener('scroll', () => window.__nbsTops.push({ top: list.scrollTop, seen: seen() }), {
+      passive: true,
+    });
+    return {
+      top: list.scrollTop,
+      seen: seen(),
+      height: list.scrollHeight,
+      client: list.clientHeight,
+      deferred: list.querySelectorAll('.nbs-deferred').length,
+    };
   });
   log('before the paragraph closes:', before);
   await runCode(page, 'GATE.set()');
@@ -83,7 +100,9 @@ await scenario(async ({ page, params, log }) => {
     const md = [...root.querySelectorAll('.nbs-message[data-role="assistant"] .nbs-md')].pop();
     return {
       top: list.scrollTop,
+      seen: window.__nbsSeen(),
       height: list.scrollHeight,
+      deferred: list.querySelectorAll('.nbs-deferred').length,
       blocks: md.children.length,
       jump: !root.querySelector('.nbs-jump').hidden,
       tops: window.__nbsTops,
