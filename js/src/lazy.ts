@@ -19,7 +19,9 @@
  * - **The end, at once.** After a paint, while the list follows its bottom
  *   (a chat is stick-to-bottom), the deferred messages at the end are
  *   rendered in the same task, from the last one up, until
- *   {@link TAIL_CHARS} of text fill the view: the first paint shows the end.
+ *   {@link TAIL_CHARS} of text fill the view, within a frame's budget (the
+ *   last message always): the first paint shows the end, and the next frames
+ *   what the budget left above it.
  * - **A long history into the DOM from its end.** When many messages arrive
  *   at once, the list puts the last {@link ATTACH_FIRST} in the DOM, then
  *   the older ones above them, {@link ATTACH_CHUNK} at a time within a
@@ -284,13 +286,21 @@ export class LazyRenderer {
   /**
    * After a paint: while the list follows its bottom, renders the deferred
    * messages at its end, from the last one up, until {@link TAIL_CHARS} of
-   * text (rendered or not) are below.
+   * text (rendered or not) are below, within a frame's budget
+   * ({@link FRAME_BUDGET_MS}): the last one always, the ones above it while
+   * the budget lasts. What the budget leaves is in view: {@link flush} asks
+   * for the next frame, which renders it nearest first (a chat opened with a
+   * long history showed its end in one task that rendered a view's worth of
+   * Markdown, code and math: one long task of its own).
    */
   renderTail(): void {
-    const host = this.options.host;
+    const { host, now } = this.options;
     if (this.deferred.size === 0 || !host.following()) {
       return;
     }
+    const budget = this.options.budgetMs ?? FRAME_BUDGET_MS;
+    const start = now();
+    let rendered = 0;
     let chars = 0;
     for (
       let el = this.options.root.lastElementChild as HTMLElement | null;
@@ -301,8 +311,13 @@ export class LazyRenderer {
         if (this.blocked(el)) {
           continue;
         }
+        if (rendered > 0 && now() - start >= budget) {
+          this.looking = true; // the rest of the end: the next frame (flush)
+          return;
+        }
         this.forget(el);
         chars += host.render(el);
+        rendered++;
         this.counters.tail++;
       } else {
         chars += host.chars(el);

@@ -143,7 +143,11 @@ describe("a widget's debug switches reach its views", () => {
       document.body.appendChild(el);
       // as index.ts mounts it, in a browser that can skip a placeholder's layout
       const options = { lazy: true, ...debugMountOptions(toViewDebug(model.get("debug"))) };
-      cleanups.push(mountChat(model, el, { ...options, scheduler: new FakeFrames(), idle: null }));
+      // a clock that stands still: the end's frame budget (lazy.ts renderTail) never runs
+      // out, however slow this machine renders
+      cleanups.push(
+        mountChat(model, el, { ...options, scheduler: new FakeFrames(), idle: null, now: () => 0 }),
+      );
       return [
         el.querySelectorAll(".nbs-message").length,
         el.querySelectorAll(".nbs-deferred").length,

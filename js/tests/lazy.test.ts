@@ -14,6 +14,7 @@ import {
   ATTACH_FIRST,
   DEFERRED_CLASS,
   estimateHeight,
+  FRAME_BUDGET_MS,
   type LazyHost,
   LazyRenderer,
   MARK_RETRY_MS,
@@ -92,7 +93,7 @@ function geometry(list: HTMLElement, client: number, heightOf: (el: Element) => 
 }
 
 /** A bare list of `n` message elements of `chars` characters each, with a fake host. */
-function bareList(n: number, chars = 500, client = 400) {
+function bareList(n: number, chars = 500, client = 400, budgetMs?: number) {
   const root = document.createElement("div");
   const texts = new Map<HTMLElement, HTMLElement>();
   const rendered: string[] = [];
@@ -144,6 +145,7 @@ function bareList(n: number, chars = 500, client = 400) {
     host,
     signal: controller.signal,
     untilFound: true,
+    ...(budgetMs === undefined ? {} : { budgetMs }),
   });
   for (const [el, t] of texts) {
     lazy.defer(el, t, "x".repeat(chars));
@@ -193,19 +195,39 @@ describe("LazyRenderer", () => {
 
   it("renders the end at once while following, from the last message up, until TAIL_CHARS", () => {
     const chars = 600;
-    const { lazy, rendered, els } = bareList(20, chars);
+    const { lazy, rendered, els, frames, root } = bareList(20, chars);
     lazy.renderTail();
     const expected = Math.ceil(TAIL_CHARS / chars);
-    expect(rendered).toEqual(
+    // each render takes 3 ms: what fits in a frame's budget now (4 would take 12 ms)
+    const now = Math.ceil(FRAME_BUDGET_MS / 3);
+    expect(now).toBeLessThan(expected);
+    const fromEnd = (n: number) =>
       els
-        .slice(-expected)
+        .slice(-n)
         .reverse()
-        .map((e) => e.dataset.id),
-    );
+        .map((e) => e.dataset.id);
+    expect(rendered).toEqual(fromEnd(now));
     const last = els.at(-1) as HTMLElement;
     expect(last.classList.contains(DEFERRED_CLASS)).toBe(false);
     expect((last.firstElementChild as HTMLElement).hasAttribute("hidden")).toBe(false);
-    expect(lazy.size).toBe(20 - expected);
+    expect(lazy.size).toBe(20 - now);
+    // the rest of the end in the next frame, which the list asks for once it settled at
+    // its bottom (scroll.ts)
+    root.scrollTop = root.scrollHeight;
+    lazy.flush();
+    expect(frames.pending).toBe(1);
+    frames.frame();
+    expect(rendered.slice(0, expected)).toEqual(fromEnd(expected));
+  });
+
+  it("renders the last message at once even when it alone takes longer than the budget", () => {
+    const { lazy, rendered, els, frames, root } = bareList(12, 600, 400, 1);
+    lazy.renderTail();
+    expect(rendered).toEqual([els.at(-1)?.dataset.id]);
+    root.scrollTop = root.scrollHeight;
+    lazy.flush();
+    frames.frame(); // one more a frame at least, the nearest (lowest in view) first
+    expect(rendered).toEqual([els.at(-1)?.dataset.id, els.at(-2)?.dataset.id]);
   });
 
   it("asks for a frame once the list settled, only if placeholders are left", () => {
