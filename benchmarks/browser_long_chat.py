@@ -6,7 +6,9 @@ The history is model-shaped (``benchmarks/_history.py``: headings, lists, tables
 code, math, CJK, emoji; 1,000 messages are ~0.6 MB of Markdown), given as
 ``ChatWidget(source, messages=...)``. Two parts, each in interleaved rounds:
 
-* **Open** (tests/browser/long_chat_bench.mjs), for 100, 1,000 and 5,000 messages:
+* **Open** (tests/browser/long_chat_bench.mjs), for 1 message (what opening any chat
+  costs in this page: JupyterLab running the cell, the widget's script, the first
+  render: the baseline), 100, 1,000 and 5,000 messages:
   from running the cell to the end of the chat first shown (rendered), the long
   tasks until then and until the chat settled, the DOM nodes and JS heap the chat
   added (CDP ``Performance.getMetrics`` after a forced GC), and a reader scrolling
@@ -20,6 +22,8 @@ Prints tables of medians (min-max) and the load average; not a timed test.
 
     .venv/bin/python benchmarks/browser_long_chat.py                     # everything, 3 rounds
     .venv/bin/python benchmarks/browser_long_chat.py --sizes 1000 --rounds 1 --parts open
+    .venv/bin/python benchmarks/browser_long_chat.py --sizes 1,1000 --parts open \
+        --modes lazy --trace /tmp/traces --json /tmp/open.json   # long tasks explained
 
 Needs what the browser tests need: node, tests/browser/node_modules, /usr/bin/chromium.
 """
@@ -129,7 +133,8 @@ STREAM_COLUMNS = [
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--sizes", default="100,1000,5000", help="histories to open")
+    ap.add_argument("--sizes", default="1,100,1000,5000",
+                    help="histories to open (1: what opening any chat costs, the baseline)")
     ap.add_argument("--rounds", type=int, default=3,
                     help="rounds for 1,000 messages and the stream")
     ap.add_argument("--parts", default="open,stream")
@@ -138,6 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pieces", type=int, default=4000, help="pieces of the streamed answer")
     ap.add_argument("--rate", type=float, default=1000.0, help="pieces per second")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--trace", type=Path,
+                    help="a folder for Chrome traces of each opening (their long tasks explained "
+                         "in the JSON under 'trace')")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import start_jupyterlab
@@ -156,16 +164,20 @@ def main(argv: list[str] | None = None) -> int:
             for rnd in range(args.rounds):
                 if "open" in parts:
                     for n in sizes:
-                        if n != 1000 and rnd > 0:
-                            continue  # 100 and 5,000: one round (DOM and heap; slow at once)
+                        if n > 1000 and rnd > 0:
+                            continue  # 5,000: one round (DOM and heap; slow at once)
                         for mode in (modes if rnd % 2 == 0 else modes[::-1]):
                             k += 1
                             path = lab.write_notebook(f"open-{k}.ipynb", [open_cell(n, mode)])
                             loads.append(os.getloadavg()[0])
                             try:
-                                r = run_node(lab, "long_chat_bench", {
-                                    "notebook": path, "count": n, "mode": mode,
-                                    "wheel_s": args.wheel}, timeout=900)
+                                params: dict[str, Any] = {"notebook": path, "count": n,
+                                                          "mode": mode, "wheel_s": args.wheel}
+                                if args.trace:
+                                    args.trace.mkdir(parents=True, exist_ok=True)
+                                    params["trace"] = str(
+                                        (args.trace / f"open-{n}-{mode}-{rnd + 1}.json").resolve())
+                                r = run_node(lab, "long_chat_bench", params, timeout=900)
                             finally:
                                 lab.shutdown_kernels()
                             opened.setdefault((n, mode), []).append(r)
@@ -186,8 +198,8 @@ def main(argv: list[str] | None = None) -> int:
                             f"stream-{k}.ipynb",
                             stream_cells(n, mode, args.pieces, args.rate, timeline))
                         loads.append(os.getloadavg()[0])
-                        params: dict[str, Any] = {"notebook": path, "timeline": timeline,
-                                                  "mode": "incremental", "timeout_ms": 300_000}
+                        params = {"notebook": path, "timeline": timeline,
+                                  "mode": "incremental", "timeout_ms": 300_000}
                         if n:
                             params.update(settle_count=n, settle_ms=3000)
                         try:

@@ -121,7 +121,7 @@ def test_32_streams_at_once_from_one_server_through_one_kernel(jupyterlab: Jupyt
     server = start_fake_server()
     try:
         r = many_streams.run(jupyterlab, server.base_url, widgets=8, panes=4, rate=200.0,
-                             repeat=1, name="many-streams-test")
+                             repeat=1, name="many-streams-test", probes=1)
     finally:
         server.stop()
     lags = sorted(r["lags_ms"])

@@ -261,9 +261,10 @@ export async function cellOutputText(page, index) {
 
 /**
  * Start watching the index-th cell for a *new* output node containing `needle`.
- * Returns an object whose wait() resolves with { ms, seen_at }: the milliseconds
- * from the moment watchOutput() was called until that output was added to the
- * DOM, and that moment on the page clock (performance.now()).
+ * Returns an object whose wait() resolves with { ms, seen_at, seen_wall, text }: the
+ * milliseconds from the moment watchOutput() was called until that output was added
+ * to the DOM, that moment on the page clock (performance.now()) and on the wall clock
+ * (ms since the epoch, as Python's time.time() * 1000), and the added node's text.
  */
 export async function watchOutput(page, index, needle, { timeout = 30_000 } = {}) {
   const key = `__nbsWatch${Math.random().toString(36).slice(2)}`;
@@ -278,6 +279,7 @@ export async function watchOutput(page, index, needle, { timeout = 30_000 } = {}
           for (const n of r.addedNodes) {
             if ((n.textContent ?? '').includes(needle)) {
               state.seenAt = performance.now();
+              state.text = n.textContent;
               obs.disconnect();
               return;
             }
@@ -291,7 +293,15 @@ export async function watchOutput(page, index, needle, { timeout = 30_000 } = {}
   return {
     async wait() {
       await page.waitForFunction((k) => window[k].seenAt !== null, key, { timeout, polling: 'raf' });
-      return page.evaluate((k) => ({ ms: window[k].seenAt - window[k].start, seen_at: window[k].seenAt }), key);
+      return page.evaluate(
+        (k) => ({
+          ms: window[k].seenAt - window[k].start,
+          seen_at: window[k].seenAt,
+          seen_wall: performance.timeOrigin + window[k].seenAt,
+          text: window[k].text,
+        }),
+        key,
+      );
     },
   };
 }

@@ -3,12 +3,70 @@
 // a probe cell measures the kernel's responsiveness. Each answer's end on the page is
 // noted (wall clock) when its message's status turns final, by a MutationObserver
 // (reading every text every frame would cost the page more than it measures).
-// params: { notebook, widgets, setup_cell = 0, probe_cell = 1, start_cell = 2,
-//           probe_after_ms = 700, report: Python printing the kernel's figures as JSON }
-// Returns: probe figures, long tasks, and per answer {root, pane, id, status,
+// params: { notebook, widgets, setup_cell = 0, probe_cell = 1, start_cell = 2, probes = 3,
+//           probe_after_ms = 700, probe_every_ms = 1800,
+//           report: Python printing the kernel's figures as JSON }
+// Returns: the probes idle and while streaming (see probe()), long tasks, and per answer {root, pane, id, status,
 // end_wall_ms, text} (the page's final text, to compare with the kernel's).
 import { openNotebook, runCell, scenario, watchOutput } from './lab.mjs';
 import { kernelJson, waitAllFinal, watchLongTasks } from './record.mjs';
+
+/**
+ * One run of the probe cell from the keyboard (it prints "probe-ok" and the kernel's
+ * time.time()): the whole round trip as a person sees it (from clicking the cell to its
+ * output on the page), and its parts on the wall clock: from the Shift+Enter keydown to
+ * the kernel running the cell (to_kernel_ms; of it page_ms until the execute_request
+ * left the page's websocket, and sent_to_ran_ms for the server relaying it and the
+ * kernel's queue: the kernel's own responsiveness), and from there to the output shown
+ * (back_ms: the kernel's output relayed, the page drawing it).
+ */
+async function probe(page, cellIndex, timeout) {
+  await page.evaluate(() => {
+    window.__nbsKeydown = null;
+    window.__nbsSent = null;
+    if (!window.__nbsKeydownListening) {
+      window.__nbsKeydownListening = true;
+      // when the execute_request leaves the page (the kernel's websocket)
+      const send = WebSocket.prototype.send;
+      const decoder = new TextDecoder();
+      WebSocket.prototype.send = function (data) {
+        if (window.__nbsKeydown !== null && window.__nbsSent === null) {
+          const text =
+            typeof data === 'string' ? data : data instanceof Blob ? '' : decoder.decode(data);
+          if (text.includes('"execute_request"')) {
+            window.__nbsSent = performance.timeOrigin + performance.now();
+          }
+        }
+        return send.call(this, data);
+      };
+      window.addEventListener(
+        'keydown',
+        (ev) => {
+          if (ev.key === 'Enter' && window.__nbsKeydown === null) {
+            window.__nbsKeydown = performance.timeOrigin + performance.now();
+          }
+        },
+        { capture: true },
+      );
+    }
+  });
+  const watch = await watchOutput(page, cellIndex, 'probe-ok', { timeout });
+  await runCell(page, cellIndex, { via: 'keyboard' });
+  const seen = await watch.wait();
+  const { keydown, sent } = await page.evaluate(() => ({
+    keydown: window.__nbsKeydown,
+    sent: window.__nbsSent,
+  }));
+  const ran = Number.parseFloat(seen.text.split('probe-ok')[1]) * 1000;
+  return {
+    ms: Math.round(seen.ms),
+    to_kernel_ms: Math.round(ran - keydown),
+    page_ms: sent === null ? null : Math.round(sent - keydown),
+    sent_to_ran_ms: sent === null ? null : Math.round(ran - sent),
+    back_ms: Math.round(seen.seen_wall - ran),
+    at_wall_ms: keydown,
+  };
+}
 
 await scenario(async ({ page, params }) => {
   const n = params.widgets ?? 8;
@@ -17,9 +75,9 @@ await scenario(async ({ page, params }) => {
   await runCell(page, params.setup_cell ?? 0);
   await page.waitForFunction((n) => document.querySelectorAll('.nbs-chat').length >= n, n, { timeout: 60_000 });
 
-  let watch = await watchOutput(page, probeCell, 'probe-ok');
-  await runCell(page, probeCell, { via: 'keyboard' });
-  const probeIdle = await watch.wait();
+  const probes = params.probes ?? 3;
+  const idle = [];
+  for (let i = 0; i < probes; i++) idle.push(await probe(page, probeCell, 30_000));
 
   await page.evaluate(() => {
     window.__nbsEnds = {};
@@ -41,10 +99,15 @@ await scenario(async ({ page, params }) => {
   const long = await watchLongTasks(page);
   const startWall = await page.evaluate(() => performance.timeOrigin + performance.now());
   await runCell(page, params.start_cell ?? 2);
-  await page.waitForTimeout(params.probe_after_ms ?? 700);
-  watch = await watchOutput(page, probeCell, 'probe-ok', { timeout: 120_000 });
-  await runCell(page, probeCell, { via: 'keyboard' });
-  const probeBusy = await watch.wait();
+  // probes while the answers stream: the first after probe_after_ms, then one every
+  // probe_every_ms (each after the one before answered)
+  const busy = [];
+  for (let i = 0; i < probes; i++) {
+    const due = startWall + (params.probe_after_ms ?? 700) + i * (params.probe_every_ms ?? 1800);
+    const wait = due - (await page.evaluate(() => performance.timeOrigin + performance.now()));
+    if (wait > 0) await page.waitForTimeout(wait);
+    busy.push(await probe(page, probeCell, 120_000));
+  }
   for (let i = 0; i < n; i++) await waitAllFinal(page, { index: i, timeout: 180_000 });
   await page.waitForTimeout(300);
   const longTasks = await long.read();
@@ -73,8 +136,8 @@ await scenario(async ({ page, params }) => {
     kernel,
     chars,
     start_wall_ms: startWall,
-    probe_idle_ms: Math.round(probeIdle.ms),
-    probe_during_ms: Math.round(probeBusy.ms),
+    probes_idle: idle,
+    probes_busy: busy,
     long_tasks: longTasks.count,
     long_max_ms: Math.round(longTasks.max_ms),
     answers,
