@@ -13,8 +13,10 @@ import { kernelJson, waitAllFinal, watchLongTasks } from './record.mjs';
 
 /**
  * One run of the probe cell from the keyboard (it prints "probe-ok" and the kernel's
- * time.time()): the whole round trip as a person sees it (from clicking the cell to its
- * output on the page), and its parts on the wall clock: from the Shift+Enter keydown to
+ * time.time()): the whole round trip (ms: from Playwright's click on the cell, whose
+ * checks that the cell is visible and still take frames of a busy page, to its output
+ * on the page; from_click_ms: from the page's mousedown, as a person's click), and its
+ * parts on the wall clock: from the Shift+Enter keydown to
  * the kernel running the cell (to_kernel_ms; of it page_ms until the execute_request
  * left the page's websocket, and sent_to_ran_ms for the server relaying it and the
  * kernel's queue: the kernel's own responsiveness), and from there to the output shown
@@ -23,9 +25,17 @@ import { kernelJson, waitAllFinal, watchLongTasks } from './record.mjs';
 async function probe(page, cellIndex, timeout) {
   await page.evaluate(() => {
     window.__nbsKeydown = null;
+    window.__nbsMousedown = null;
     window.__nbsSent = null;
     if (!window.__nbsKeydownListening) {
       window.__nbsKeydownListening = true;
+      window.addEventListener(
+        'mousedown',
+        () => {
+          if (window.__nbsMousedown === null) window.__nbsMousedown = performance.timeOrigin + performance.now();
+        },
+        { capture: true },
+      );
       // when the execute_request leaves the page (the kernel's websocket)
       const send = WebSocket.prototype.send;
       const decoder = new TextDecoder();
@@ -53,13 +63,15 @@ async function probe(page, cellIndex, timeout) {
   const watch = await watchOutput(page, cellIndex, 'probe-ok', { timeout });
   await runCell(page, cellIndex, { via: 'keyboard' });
   const seen = await watch.wait();
-  const { keydown, sent } = await page.evaluate(() => ({
+  const { mousedown, keydown, sent } = await page.evaluate(() => ({
+    mousedown: window.__nbsMousedown,
     keydown: window.__nbsKeydown,
     sent: window.__nbsSent,
   }));
   const ran = Number.parseFloat(seen.text.split('probe-ok')[1]) * 1000;
   return {
     ms: Math.round(seen.ms),
+    from_click_ms: mousedown === null ? null : Math.round(seen.seen_wall - mousedown),
     to_kernel_ms: Math.round(ran - keydown),
     page_ms: sent === null ? null : Math.round(sent - keydown),
     sent_to_ran_ms: sent === null ? null : Math.round(ran - sent),
