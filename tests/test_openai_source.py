@@ -460,3 +460,105 @@ def test_transformers_serve_killed_mid_stream(tmp_path: Path) -> None:
         assert "was lost after 3 pieces" in str(error)
     finally:
         server.stop()
+
+
+# ---------------------------------------------------------------- one loop for all replies
+def test_every_reply_is_read_on_one_shared_loop_thread(fake: ServerProcess) -> None:
+    """The requests run on one event loop thread (nbstream-http), the pieces are
+    emitted on each reply's own thread."""
+    emit_threads: set[str] = set()
+    loop_threads: set[str] = set()
+    real_events = OpenAISource._events
+
+    async def spy(self: Any, *args: Any, **kwargs: Any) -> Any:
+        loop_threads.add(threading.current_thread().name)
+        async for item in real_events(self, *args, **kwargs):
+            yield item
+
+    def reply(i: int, out: list[str]) -> None:
+        def emit(piece: Any) -> None:
+            emit_threads.add(threading.current_thread().name)
+            out.append(str(piece))
+        OpenAISource("fake", fake.base_url).generate(MSGS, emit, threading.Event())
+
+    outs: list[list[str]] = [[] for _ in range(4)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(OpenAISource, "_events", spy)
+        workers = [threading.Thread(target=reply, args=(i, outs[i]), name=f"reply-{i}")
+                   for i in range(4)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join(30)
+    assert ["".join(o) for o in outs] == [EXPECTED] * 4
+    assert loop_threads == {"nbstream-http"}
+    assert emit_threads == {f"reply-{i}" for i in range(4)}
+
+
+def test_a_reply_whose_emit_waits_holds_back_only_itself(fake: ServerProcess) -> None:
+    """One reply's emit blocks (a Stream.put waiting for the pump): its request stops
+    reading once RELAY_HIGH pieces wait for it, another reply on the same loop streams
+    to its end meanwhile, and the first then gets every piece, in order."""
+    from nbstream.sources import sse
+
+    pieces = [f"p{i} " for i in range(sse.RELAY_HIGH * 4)]
+    gate = threading.Event()
+    # pieces handed to each relay (a reply's), in the order the relays started: the
+    # slow reply's is the first
+    puts: dict[int, int] = {}
+    real_put = sse._Relay.put
+
+    def counting_put(self: Any, piece: Any) -> None:
+        puts[id(self)] = puts.get(id(self), 0) + 1
+        real_put(self, piece)
+
+    def relayed() -> int:
+        return next(iter(puts.values()), 0)
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sse._Relay, "put", counting_put)
+        slow_out: list[str] = []
+        slow_error: list[BaseException] = []
+
+        def slow() -> None:
+            def emit(piece: Any) -> None:
+                assert gate.wait(60)
+                slow_out.append(str(piece))
+            try:
+                OpenAISource("fake", fake.base_url, x_pieces=pieces).generate(
+                    MSGS, emit, threading.Event())
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                slow_error.append(exc)
+
+        worker = threading.Thread(target=slow, name="slow-reply")
+        worker.start()
+        wait_until(lambda: relayed() >= sse.RELAY_HIGH, 30, "the slow reply read ahead")
+        # meanwhile, another reply streams to its end on the same loop
+        fast, error, _ = collect(OpenAISource("fake", fake.base_url, x_pieces=pieces))
+        assert error is None and "".join(fast) == "".join(pieces)
+        # the slow one stopped reading at the mark: what it read waits, bounded
+        assert len(puts) == 2, puts
+        assert sse.RELAY_HIGH <= relayed() <= sse.RELAY_HIGH + 1, puts
+        gate.set()
+        worker.join(60)
+    assert not worker.is_alive() and slow_error == []
+    assert "".join(slow_out) == "".join(pieces)
+
+
+def test_an_emit_that_raises_ends_the_request(fake: ServerProcess) -> None:
+    """The reply's own emit fails: the error reaches the caller, the request is
+    cancelled on the shared loop, and the loop goes on serving other replies."""
+    calls = []
+
+    def emit(piece: Any) -> None:
+        calls.append(piece)
+        if len(calls) == 3:
+            raise RuntimeError("the consumer broke")
+
+    slow = OpenAISource("fake", fake.base_url, x_pieces=[f"p{i} " for i in range(200)],
+                        x_delay=0.01)
+    with pytest.raises(RuntimeError, match="the consumer broke"):
+        slow.generate(MSGS, emit, threading.Event())
+    assert len(calls) == 3
+    pieces, error, _ = collect(OpenAISource("fake", fake.base_url))
+    assert error is None and "".join(pieces) == EXPECTED

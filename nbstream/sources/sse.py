@@ -8,18 +8,29 @@ and turning every failure into a :class:`SourceError` a person can act on;
 a subclass builds the request body (:meth:`SSESource.request_body`) and reads
 the events (:meth:`SSESource._read_events`).
 
-Threads: :meth:`SSESource.generate_with` runs on the source's worker thread, on
-a private asyncio event loop made for that one reply. The request runs as one
-task; beside it a watcher looks at the ``cancel`` event every 50 ms and, once
-it is set, cancels the task, which closes the response and its connection at
-once, whether the task waits for a connection, for the response headers or
-for the next bytes of a stalled stream. The server sees the connection close
-(vLLM, TGI and ``transformers serve`` then abort the generation). Why not a
-plain blocking read: a thread blocked in ``recv`` cannot be woken from another
-thread by closing its socket (not on Linux), a task can be cancelled. An
-async client belongs to the loop it ran on, so each reply gets a fresh client
-and connection (no keep-alive between replies; the TLS context, the costly
-part, is built once per source).
+Threads: every HTTP reply of the process is read on one asyncio event loop,
+on a daemon thread of its own (``nbstream-http``, :func:`shared_loop`, started
+with the first request). :meth:`SSESource.generate_with` runs on the reply's
+worker thread: it hands the request to that loop as one task and emits the
+pieces the task reads, in order, through a :class:`_Relay` (so a
+:meth:`Stream.put <nbstream.core.stream.Stream.put>` that waits for the pump,
+backpressure, waits on the reply's own worker, never on the shared loop;
+while more than :data:`RELAY_HIGH` pieces wait there, that request stops
+reading until half of them were emitted, and the server is held back by TCP).
+Why one loop and not one per reply: 32 replies at 100 pieces/s each took 80-100 %
+of a core to read with a loop per worker thread (threads waking for each piece
+and contending for the GIL), 52 % on one loop (benchmarks/README.md, "Many
+streams at once"); the kernel's main thread gets that back.
+
+Beside each request's task a watcher looks at the ``cancel`` event every 50 ms
+and, once it is set, cancels the task, which closes the response and its
+connection at once, whether the task waits for a connection, for the response
+headers or for the next bytes of a stalled stream. The server sees the
+connection close (vLLM, TGI and ``transformers serve`` then abort the
+generation). Why not a plain blocking read: a thread blocked in ``recv`` cannot
+be woken from another thread by closing its socket (not on Linux), a task can
+be cancelled. Each reply gets a fresh client and connection (no keep-alive
+between replies; the TLS context, the costly part, is built once per source).
 
 A ``data: [DONE]`` line ends the events (:attr:`Progress.marker` says it came);
 what else says a reply ended is each subclass's own (a finish reason, a
@@ -47,11 +58,21 @@ import asyncio
 import codecs
 import json
 import os
+import queue
 import re
 import ssl
 import threading
 from abc import abstractmethod
-from collections.abc import AsyncIterator, Coroutine, Hashable, Iterable, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Coroutine,
+    Hashable,
+    Iterable,
+    Mapping,
+    Sequence,
+)
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 try:
@@ -234,7 +255,9 @@ class SSESource(Source):
         if cancel.is_set():
             raise Cancelled()
         ids = CallIds(messages)
-        return self._run(self._attempts(messages, emit, cancel, options, tools, ids), cancel)
+        return self._run(
+            lambda relayed: self._attempts(messages, relayed, cancel, options, tools, ids),
+            emit, cancel)
 
     def tool_choice(self, options: GenerationOptions | None,
                     tools: Sequence[ToolSchema]) -> ToolChoice | None:
@@ -283,15 +306,29 @@ class SSESource(Source):
         """Read the response's events (to the request ``body``), emitting pieces;
         how it ended."""
 
-    def _run(self, work: Coroutine[Any, Any, Outcome], cancel: threading.Event) -> Outcome:
-        loop = asyncio.new_event_loop()
+    def _run(self, work: Callable[[Emit], Coroutine[Any, Any, Outcome]], emit: Emit,
+             cancel: threading.Event) -> Outcome:
+        """Run ``work(relayed_emit)`` on the shared loop and emit what it reads, here
+        (the reply's worker thread), in order; its outcome once it ended."""
+        loop = shared_loop()
+        relay = _Relay(loop)
+
+        async def request() -> Outcome:
+            _RELAY.set(relay)  # this task's own context: _events reads it
+            return await self._watch(work(relay.put), cancel)
+
+        future = asyncio.run_coroutine_threadsafe(request(), loop)
+        future.add_done_callback(lambda _: relay.close())
         try:
-            return loop.run_until_complete(self._watch(work, cancel))
-        finally:
-            try:
-                loop.run_until_complete(loop.shutdown_asyncgens())
-            finally:
-                loop.close()
+            for piece in relay.pieces():
+                if cancel.is_set():
+                    raise Cancelled()  # what was read before the stop, and not emitted yet
+                emit(piece)
+        except BaseException:
+            # stopped, or the reply's own emit failed: the request ends with it
+            future.cancel()
+            raise
+        return future.result()
 
     def _ssl_context(self) -> ssl.SSLContext:
         with self._ssl_lock:
@@ -384,9 +421,12 @@ class SSESource(Source):
         stream without any event.
         """
         body = cast(httpx.Response, CheckedBody(response))  # what EventSource reads of it
+        relay = _RELAY.get(None)
         async for event in EventSource(body).aiter_sse():
             if cancel.is_set():
                 raise Cancelled()
+            if relay is not None:
+                await relay.room()  # the worker is behind: read on once it caught up
             progress.events += 1
             data = event.data
             if data.strip() == "[DONE]":
@@ -441,6 +481,106 @@ class SSESource(Source):
         if isinstance(exc, httpx.HTTPError):
             return SourceError(f"request to {where} failed: {type(exc).__name__}: {detail}")
         return SourceError(f"{where}: {type(exc).__name__}: {detail}")
+
+
+#: pieces waiting for a reply's worker thread before its request stops reading
+RELAY_HIGH = 256
+
+_loop_lock = threading.Lock()
+_loop: asyncio.AbstractEventLoop | None = None
+_loop_thread: threading.Thread | None = None
+_loop_pid = 0
+
+
+def shared_loop() -> asyncio.AbstractEventLoop:
+    """The event loop every HTTP reply of this process is read on, running on a
+    daemon thread (``nbstream-http``); started on first use (again in a forked
+    child, or should the thread have died)."""
+    global _loop, _loop_thread, _loop_pid
+    with _loop_lock:
+        if (_loop is None or _loop_thread is None or not _loop_thread.is_alive()
+                or _loop_pid != os.getpid()):
+            loop = asyncio.new_event_loop()
+            thread = threading.Thread(target=loop.run_forever, name="nbstream-http",
+                                      daemon=True)
+            thread.start()
+            _loop, _loop_thread, _loop_pid = loop, thread, os.getpid()
+        return _loop
+
+
+#: the relay of the request a task runs (set in that task's own context)
+_RELAY: ContextVar[_Relay] = ContextVar("nbstream_sse_relay")
+
+_END = object()
+
+
+class _Relay:
+    """Pieces a request read on the shared loop, on their way to the reply's
+    worker thread, which emits them. :meth:`put` and :meth:`room` run on the
+    loop's thread, :meth:`pieces` on the worker; ``_waiting`` and ``_paused``
+    are shared, under ``_lock``; ``_resume`` is the loop's."""
+
+    __slots__ = ("_lock", "_loop", "_paused", "_queue", "_resume", "_waiting")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._paused = False
+        self._resume: asyncio.Future[None] | None = None
+
+    def put(self, piece: Any) -> None:
+        """(loop thread) One piece for the worker to emit."""
+        with self._lock:
+            self._waiting += 1
+            if self._waiting >= RELAY_HIGH:
+                self._paused = True
+        self._queue.put(piece)
+
+    async def room(self) -> None:
+        """(loop thread) Returns once the worker is not too far behind."""
+        with self._lock:
+            if not self._paused:
+                return
+            self._resume = self._loop.create_future()
+            resume = self._resume
+        await resume
+
+    def _took(self) -> None:
+        """(worker thread) One piece emitted: maybe let the request read on."""
+        with self._lock:
+            self._waiting -= 1
+            if not self._paused or self._waiting > RELAY_HIGH // 2:
+                return
+            self._paused = False
+            resume, self._resume = self._resume, None
+        if resume is not None:
+            self._loop.call_soon_threadsafe(_set_result, resume)
+
+    def close(self) -> None:
+        """(any thread) The request ended: no more pieces."""
+        self._queue.put(_END)
+
+    def pieces(self) -> Iterable[Any]:
+        """(worker thread) The pieces in order, until the request ended."""
+        while True:
+            try:
+                piece = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                if _loop_thread is None or not _loop_thread.is_alive():
+                    raise SourceError("nbstream's HTTP thread ended (the interpreter is "
+                                      "shutting down?)") from None
+                continue
+            if piece is _END:
+                return
+            yield piece
+            self._took()
+
+
+def _set_result(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
 
 
 class Progress:
