@@ -527,7 +527,7 @@ def test_a_reply_whose_emit_waits_holds_back_only_itself(fake: ServerProcess) ->
             try:
                 OpenAISource("fake", fake.base_url, x_pieces=pieces).generate(
                     MSGS, emit, threading.Event())
-            except BaseException as exc:  # noqa: BLE001 - reported below
+            except BaseException as exc:  # reported below
                 slow_error.append(exc)
 
         worker = threading.Thread(target=slow, name="slow-reply")
