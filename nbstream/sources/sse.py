@@ -17,10 +17,11 @@ pieces the task reads, in order, through a :class:`_Relay` (so a
 backpressure, waits on the reply's own worker, never on the shared loop;
 while more than :data:`RELAY_HIGH` pieces wait there, that request stops
 reading until half of them were emitted, and the server is held back by TCP).
-Why one loop and not one per reply: 32 replies at 100 pieces/s each took 80-100 %
-of a core to read with a loop per worker thread (threads waking for each piece
-and contending for the GIL), 52 % on one loop (benchmarks/README.md, "Many
-streams at once"); the kernel's main thread gets that back.
+Why one loop and not one per reply: with 32 replies at 100 pieces/s each, a loop
+per worker thread had 32 threads waking for each piece and contending for the
+GIL with the kernel's main thread, which then waited up to 8.8 ms (4.9-15) for
+its turn; with one loop, 3.9 ms (2.8-5.1), for 6 % less CPU a piece
+(benchmarks/http_reading.py, side by side).
 
 Beside each request's task a watcher looks at the ``cancel`` event every 50 ms
 and, once it is set, cancels the task, which closes the response and its

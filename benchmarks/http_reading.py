@@ -1,0 +1,138 @@
+"""Reading many HTTP replies at once in one process: one shared event loop against a loop per reply.
+
+N ``OpenAISource`` replies stream at once from the project's fake OpenAI-compatible
+server (tests/_servers.py, a separate process), each ``--pieces`` model-shaped pieces
+at ``--rate`` pieces/s, in this process with no widget: only the reading. Two ways,
+in interleaved rounds:
+
+* **shared loop** (as shipped, nbstream/sources/sse.py): every request runs on one
+  event loop thread (``nbstream-http``), each reply's worker thread emits its pieces;
+* **a loop per reply** (the previous way): each worker thread runs its own event loop
+  for its request and emits on it (``asyncio.run`` of the same request coroutine).
+
+Printed per way, medians (min-max) over the rounds: the process's CPU time per piece
+and as a share of one core, and how late the main thread (a kernel's, which runs the
+cells) wakes from a 1 ms sleep while they stream (p95 and max): the time it waits for
+its turn. The machine's load average with them. Not a timed test.
+
+    .venv/bin/python benchmarks/http_reading.py [--streams 32] [--rate 100] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from many_streams import pieces_of  # noqa: E402
+from soak import ANSWER  # noqa: E402
+
+from nbstream.sources import OpenAISource  # noqa: E402
+from nbstream.sources.base import ChatMessage  # noqa: E402
+from nbstream.sources.toolcalls import CallIds  # noqa: E402
+
+MSGS: list[ChatMessage] = [{"role": "user", "content": "go"}]
+
+
+def shared(source: OpenAISource, emit: Any) -> None:
+    source.generate(MSGS, emit, threading.Event())
+
+
+def per_reply(source: OpenAISource, emit: Any) -> None:
+    """The previous way: this thread's own loop runs the request and emits on it."""
+    cancel = threading.Event()
+    work = source._attempts(MSGS, emit, cancel, {}, (), CallIds(MSGS))
+    asyncio.run(source._watch(work, cancel))
+
+
+WAYS = {"shared loop": shared, "a loop per reply": per_reply}
+
+
+def one_round(base_url: str, way: str, streams: int, pieces: list[str], rate: float
+              ) -> dict[str, float]:
+    sources = [OpenAISource("fake", base_url, x_pieces=[f"[s{i}] ", *pieces],
+                            x_delay=1.0 / rate) for i in range(streams)]
+    counts = [0] * streams
+
+    def run(i: int) -> None:
+        def emit(piece: Any) -> None:
+            counts[i] += 1
+        WAYS[way](sources[i], emit)
+
+    workers = [threading.Thread(target=run, args=(i,), name=f"reply-{i}")
+               for i in range(streams)]
+    late: list[float] = []
+    t0, c0 = time.monotonic(), time.process_time()
+    for w in workers:
+        w.start()
+    while any(w.is_alive() for w in workers):
+        a = time.perf_counter()
+        time.sleep(0.001)
+        late.append((time.perf_counter() - a - 0.001) * 1000)
+    wall, cpu = time.monotonic() - t0, time.process_time() - c0
+    total = sum(counts)
+    if total != streams * (len(pieces) + 1):
+        raise SystemExit(f"{way}: {total} pieces arrived, {streams * (len(pieces) + 1)} sent")
+    late.sort()
+    return {"us_per_piece": cpu / total * 1e6, "core_pct": cpu / wall * 100,
+            "late_p95_ms": late[int(0.95 * (len(late) - 1))], "late_max_ms": late[-1]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--streams", type=int, default=32)
+    ap.add_argument("--rate", type=float, default=100.0, help="pieces per second per reply")
+    ap.add_argument("--repeat", type=int, default=3, help="the answer, this many times over")
+    ap.add_argument("--rounds", type=int, default=5)
+    args = ap.parse_args(argv)
+    from _servers import start_fake_server
+
+    pieces = pieces_of(ANSWER * args.repeat, "x")[1:]
+    server = start_fake_server()
+    results: dict[str, list[dict[str, float]]] = {w: [] for w in WAYS}
+    loads: list[float] = []
+    try:
+        one_round(server.base_url, "shared loop", 1, pieces[:20], 1000.0)  # warm up
+        for r in range(args.rounds):
+            for way in (list(WAYS) if r % 2 == 0 else list(WAYS)[::-1]):
+                loads.append(os.getloadavg()[0])
+                results[way].append(one_round(server.base_url, way, args.streams, pieces,
+                                              args.rate))
+                print(f"[{way} #{r + 1}] " + ", ".join(
+                    f"{k} {v:.1f}" for k, v in results[way][-1].items()), file=sys.stderr)
+    finally:
+        server.stop()
+    print(f"\n{args.streams} replies at once, {len(pieces) + 1} pieces each at "
+          f"{args.rate:.0f}/s, read in one process (no widget); medians (min-max) of "
+          f"{args.rounds} interleaved rounds; load average median "
+          f"{statistics.median(loads):.1f} on {os.cpu_count()} CPUs\n")
+    cols = [("CPU per piece", "us_per_piece", "{:.0f} us"), ("of one core", "core_pct", "{:.0f} %"),
+            ("main thread late, p95", "late_p95_ms", "{:.1f} ms"),
+            ("max", "late_max_ms", "{:.1f} ms")]
+    print("| way | " + " | ".join(c for c, _, _ in cols) + " |")
+    print("|---|" + "--:|" * len(cols))
+    for way, rows in results.items():
+        cells = []
+        for _, key, fmt in cols:
+            v = [row[key] for row in rows]
+            cells.append(f"{fmt.format(statistics.median(v))} "
+                         f"({fmt.format(min(v))}–{fmt.format(max(v))})")
+        print(f"| {way} | " + " | ".join(cells) + " |")
+    a, b = (statistics.median(r["us_per_piece"] for r in results[w]) for w in WAYS)
+    print(f"\nshared loop / a loop per reply, CPU per piece: {a / b:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
