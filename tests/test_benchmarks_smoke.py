@@ -104,3 +104,15 @@ def test_harness_runs_nbstream_and_a_naive_way_through_a_real_server() -> None:
         assert r["probe_n"] >= 1 and r["idle_p50"] > 0
     assert nb["probe_n"] > naive["probe_n"] == 1
     assert naive["probe_p50"] > naive["idle_p50"]
+
+
+@pytest.mark.server
+def test_http_reading_bench_runs_both_ways(capsys: pytest.CaptureFixture[str]) -> None:
+    """benchmarks/http_reading.py, tiny: both ways read every piece (one_round raises
+    otherwise) and the table prints. Never its values."""
+    import http_reading
+
+    assert http_reading.main(["--streams", "3", "--rate", "500", "--repeat", "1",
+                              "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| shared loop |" in out and "| a loop per reply |" in out, out
