@@ -40,8 +40,9 @@ sends no type):
 
 The request, stopping (a stop closes the HTTP stream) and the errors are
 :mod:`nbstream.sources.sse`'s, shared with ``OpenAISource``. Threads: as
-there, :meth:`ResponsesSource.generate_with` runs on the source's worker
-thread, on a private event loop for that one reply.
+there, the request is read on the process's one HTTP event loop thread
+(``nbstream-http``) and :meth:`ResponsesSource.generate_with` emits its pieces
+on the reply's worker thread.
 """
 
 from __future__ import annotations
