@@ -296,7 +296,9 @@ class ToolTurn:
             with self._cond:
                 box[key] = value
                 box["done"] = True
-                abandoned = box.get("abandoned", False)
+                # abandoned: the wait below gave up on it, or the turn was stopped (the
+                # waiter may not have woken yet to say so: its result is dropped all the same)
+                abandoned = box.get("abandoned", False) or self._stopped
                 self._cond.notify_all()
             if abandoned:
                 log.warning("nbstream: tool %s (call %s) returned after its call ended (%s); "
