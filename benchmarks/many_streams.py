@@ -16,11 +16,11 @@ All 32 start with one cell. Printed:
   pump shares one budget (180 deltas/s for the kernel) among all streams, fairly
   if the lags are alike;
 * the kernel's probe cell while they stream against idle (target: within 2x), run
-  ``--probes`` times each way (medians): the whole round trip as a person sees it (click
-  to output shown), and the part up to the kernel running the cell (from the keydown, on
-  the wall clock: the cell prints the kernel's ``time.time()``), which is the kernel's own
-  responsiveness; the rest is the output's way back and the page drawing it, beside 32
-  streams being drawn. And the page's long tasks;
+  ``--probes`` times each way (medians), in parts on the wall clock (the cell prints the
+  kernel's ``time.time()``; :data:`PROBE_FIGURES`): from Playwright's click to the output
+  shown, from the page's mousedown (a person's click), from the keydown to the cell
+  running, and of that, from the request leaving the page to the cell running (the
+  server and the kernel: the kernel's own responsiveness). And the page's long tasks;
 * the machine's load average.
 
 Not a timed test; tests/test_browser_faults.py runs it on shorter answers and checks
@@ -127,15 +127,22 @@ def check(r: dict[str, Any], widgets: int, panes: int, repeat: int) -> dict[str,
     busy = [p for p in r["probes_busy"] if p["at_wall_ms"] < last_end]
     return {"answers": len(r["answers"]), "wrong": wrong, "lags_ms": lags,
             "probes_idle": r["probes_idle"], "probes_busy": busy,
-            "probe_idle_ms": median_of(r["probes_idle"], "ms"),
-            "probe_during_ms": median_of(busy, "ms"),
-            "click_idle_ms": median_of(r["probes_idle"], "from_click_ms"),
-            "click_during_ms": median_of(busy, "from_click_ms"),
-            "to_kernel_idle_ms": median_of(r["probes_idle"], "to_kernel_ms"),
-            "to_kernel_during_ms": median_of(busy, "to_kernel_ms"),
-            "kernel_idle_ms": median_of(r["probes_idle"], "sent_to_ran_ms"),
-            "kernel_during_ms": median_of(busy, "sent_to_ran_ms"),
+            **{f"{name}_{when}_ms": median_of(probes, key)
+               for name, key, _ in PROBE_FIGURES
+               for when, probes in (("idle", r["probes_idle"]), ("during", busy))},
             "long_tasks": r["long_tasks"], "long_max_ms": r["long_max_ms"]}
+
+
+#: the parts of a probe (tests/browser/many_streams.mjs probe()): the name of its medians
+#: in check()'s result (``<name>_idle_ms``, ``<name>_during_ms``), its key in a probe,
+#: and what it is
+PROBE_FIGURES = (
+    ("probe", "ms", "the whole probe (Playwright's click to output shown)"),
+    ("click", "from_click_ms", "from the page's mousedown to output shown"),
+    ("to_kernel", "to_kernel_ms", "to the kernel (keydown to the cell running)"),
+    ("kernel", "sent_to_ran_ms",
+     "the server and the kernel (the request leaving the page to the cell running)"),
+)
 
 
 def median_of(probes: list[dict[str, Any]], key: str) -> float | None:
@@ -213,36 +220,22 @@ def main(argv: list[str] | None = None) -> int:
     all_wrong = [w for r in rows for w in r["wrong"]]
     print(f"complete and in order: {sum(r['answers'] for r in rows) - len(all_wrong)} of "
           f"{sum(r['answers'] for r in rows)}" + (f" (wrong: {all_wrong})" if all_wrong else ""))
-    print("\n| round | end lag per answer: min / median / p90 / max (stdev) | probe while "
-          "streaming / idle (median of each) | from the page's mousedown | keydown to the "
-          "cell running: streaming / idle | "
-          "of which from the request leaving the page | long tasks (longest) |"
-          "\n|--:|--:|--:|--:|--:|--:|--:|")
+    print("\n| round | end lag per answer: min / median / p90 / max (stdev) | "
+          + " | ".join(f"{label}: streaming / idle" for _, _, label in PROBE_FIGURES)
+          + " | long tasks (longest) |\n|--:|--:|" + "--:|" * len(PROBE_FIGURES) + "--:|")
     for i, r in enumerate(rows):
         lags = sorted(r["lags_ms"])
-        click = ratio(r["click_during_ms"], r["click_idle_ms"])
-        whole, kern, sent = (ratio(r["probe_during_ms"], r["probe_idle_ms"]),
-                             ratio(r["to_kernel_during_ms"], r["to_kernel_idle_ms"]),
-                             ratio(r["kernel_during_ms"], r["kernel_idle_ms"]))
+        cells = [f"{fmt(r[f'{n}_during_ms'])} / {fmt(r[f'{n}_idle_ms'])} ms = "
+                 f"{fmt(ratio(r[f'{n}_during_ms'], r[f'{n}_idle_ms']), '.1f')}x"
+                 for n, _, _ in PROBE_FIGURES]
+        cells[0] += f" ({len(r['probes_busy'])} while streaming)"
         print(f"| {i + 1} | {lags[0]:.0f} / {statistics.median(lags):.0f} / "
               f"{lags[int(0.9 * (len(lags) - 1))]:.0f} / {lags[-1]:.0f} ms "
-              f"({statistics.pstdev(lags):.0f}) | {fmt(r['probe_during_ms'])} / "
-              f"{fmt(r['probe_idle_ms'])} ms = {fmt(whole, '.1f')}x "
-              f"({len(r['probes_busy'])} while streaming) | {fmt(r['click_during_ms'])} / "
-              f"{fmt(r['click_idle_ms'])} ms = {fmt(click, '.1f')}x | "
-              f"{fmt(r['to_kernel_during_ms'])} / "
-              f"{fmt(r['to_kernel_idle_ms'])} ms = {fmt(kern, '.1f')}x | "
-              f"{fmt(r['kernel_during_ms'])} / {fmt(r['kernel_idle_ms'])} ms = "
-              f"{fmt(sent, '.1f')}x | {r['long_tasks']} ({r['long_max_ms']} ms) |")
-    for label, busy, idle in (("the whole probe (Playwright's click to output shown)",
-                               "probe_during_ms", "probe_idle_ms"),
-                              ("from the page's mousedown to output shown", "click_during_ms",
-                               "click_idle_ms"),
-                              ("to the kernel (keydown to the cell running)",
-                               "to_kernel_during_ms", "to_kernel_idle_ms"),
-                              ("the server and the kernel (the request leaving the page to the "
-                               "cell running)", "kernel_during_ms", "kernel_idle_ms")):
-        ratios = [x for x in (ratio(r[busy], r[idle]) for r in rows) if x is not None]
+              f"({statistics.pstdev(lags):.0f}) | " + " | ".join(cells)
+              + f" | {r['long_tasks']} ({r['long_max_ms']} ms) |")
+    for name, _, label in PROBE_FIGURES:
+        ratios = [x for x in (ratio(r[f"{name}_during_ms"], r[f"{name}_idle_ms"]) for r in rows)
+                  if x is not None]
         print(f"\n{label}, while streaming / idle: median over rounds "
               f"{fmt(statistics.median(ratios) if ratios else None, '.1f')}x (target <= 2x)")
     if args.json:

@@ -227,6 +227,11 @@ export class LazyRenderer {
     }
   }
 
+  /** ms of rendering allowed in one frame (or in the task that renders the end) */
+  private get budgetMs(): number {
+    return this.options.budgetMs ?? FRAME_BUDGET_MS;
+  }
+
   /** Whether the message element `el` is deferred. */
   isDeferred(el: HTMLElement): boolean {
     return this.deferred.has(el);
@@ -298,7 +303,7 @@ export class LazyRenderer {
     if (this.deferred.size === 0 || !host.following()) {
       return;
     }
-    const budget = this.options.budgetMs ?? FRAME_BUDGET_MS;
+    const budget = this.budgetMs;
     const start = now();
     let rendered = 0;
     let chars = 0;
@@ -456,7 +461,7 @@ export class LazyRenderer {
     const { host, now, root } = this.options;
     if (this.attaching) {
       const before = host.following() ? 0 : root.scrollHeight;
-      const budget = this.options.budgetMs ?? FRAME_BUDGET_MS;
+      const budget = this.budgetMs;
       const start = now();
       do {
         this.attaching = host.attach();
@@ -474,7 +479,7 @@ export class LazyRenderer {
     if (this.deferred.size === 0) {
       return;
     }
-    const budget = this.options.budgetMs ?? FRAME_BUDGET_MS;
+    const budget = this.budgetMs;
     const start = now();
     const near = this.near();
     const following = host.following();
