@@ -160,18 +160,22 @@ def ratio(busy: float | None, idle: float | None) -> float | None:
 
 
 def run(lab: Any, base_url: str, widgets: int, panes: int, rate: float, repeat: int,
-        name: str, probes: int = 3) -> dict[str, Any]:
+        name: str, probes: int = 3, trace: Path | None = None) -> dict[str, Any]:
     from browser_markdown import run_node
 
     path = lab.write_notebook(f"{name}.ipynb", cells(base_url, widgets, panes, rate, repeat))
     try:
         r = run_node(lab, "many_streams", {"notebook": path, "widgets": widgets,
                                            "probes": probes,
-                                           "report": "print(_nbs_json.dumps(REPORT()))"},
+                                           "report": "print(_nbs_json.dumps(REPORT()))",
+                                           **({"trace": str(trace)} if trace else {})},
                      timeout=600)
     finally:
         lab.shutdown_kernels()
-    return check(r, widgets, panes, repeat)
+    out = check(r, widgets, panes, repeat)
+    if "trace" in r:
+        out["trace"] = r["trace"]
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -184,7 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--probes", type=int, default=3,
                     help="probe runs idle, and while the answers stream, per round")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--trace", type=Path, metavar="DIR",
+                    help="write a Chrome trace (with a CPU profile) of each round's streaming "
+                         "into DIR; its long tasks explained go to --json")
     args = ap.parse_args(argv)
+    if args.trace is not None:
+        args.trace.mkdir(parents=True, exist_ok=True)
 
     sys.path.insert(0, str(REPO / "tests"))
     from _servers import start_fake_server
@@ -201,7 +210,9 @@ def main(argv: list[str] | None = None) -> int:
                 for i in range(args.rounds):
                     loads.append(os.getloadavg()[0])
                     row = run(lab, server.base_url, args.widgets, args.panes, args.rate,
-                              args.repeat, f"many-{i}", probes=args.probes)
+                              args.repeat, f"many-{i}", probes=args.probes,
+                              trace=None if args.trace is None
+                              else args.trace / f"many-{i}.json")
                     rows.append(row)
                     lags = sorted(row["lags_ms"])
                     print(f"[round {i + 1}] {row['answers']} answers, wrong: {row['wrong']}; "

@@ -5,11 +5,14 @@
 // (reading every text every frame would cost the page more than it measures).
 // params: { notebook, widgets, setup_cell = 0, probe_cell = 1, start_cell = 2, probes = 3,
 //           probe_after_ms = 700, probe_every_ms = 1800,
-//           report: Python printing the kernel's figures as JSON }
+//           report: Python printing the kernel's figures as JSON,
+//           trace: a file for a Chrome trace (with a CPU profile) of the streaming part }
 // Returns: the probes idle and while streaming (see probe()), long tasks, and per answer {root, pane, id, status,
 // end_wall_ms, text} (the page's final text, to compare with the kernel's).
+import fs from 'node:fs';
 import { openNotebook, runCell, scenario, watchOutput } from './lab.mjs';
 import { kernelJson, waitAllFinal, watchLongTasks } from './record.mjs';
+import { analyseTrace, endTrace, startTrace } from './trace.mjs';
 
 /**
  * One run of the probe cell from the keyboard (it prints "probe-ok" and the kernel's
@@ -109,6 +112,7 @@ await scenario(async ({ page, params }) => {
     });
   });
   const long = await watchLongTasks(page);
+  const tracing = params.trace ? await startTrace(page, { profile: true }) : null;
   const startWall = await page.evaluate(() => performance.timeOrigin + performance.now());
   await runCell(page, params.start_cell ?? 2);
   // probes while the answers stream: the first after probe_after_ms, then one every
@@ -123,6 +127,12 @@ await scenario(async ({ page, params }) => {
   for (let i = 0; i < n; i++) await waitAllFinal(page, { index: i, timeout: 180_000 });
   await page.waitForTimeout(300);
   const longTasks = await long.read();
+  let explained = null;
+  if (tracing !== null) {
+    const events = await endTrace(tracing);
+    fs.writeFileSync(params.trace, JSON.stringify({ traceEvents: events }));
+    explained = analyseTrace(events, { maxTasks: 20 });
+  }
   const answers = await page.evaluate(() =>
     [...document.querySelectorAll('.nbs-chat')].flatMap((root, i) =>
       [...root.querySelectorAll('.nbs-message[data-role="assistant"]')].map((m) => ({
@@ -153,5 +163,6 @@ await scenario(async ({ page, params }) => {
     long_tasks: longTasks.count,
     long_max_ms: Math.round(longTasks.max_ms),
     answers,
+    ...(explained ? { trace: explained } : {}),
   };
 });
