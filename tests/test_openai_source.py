@@ -11,6 +11,7 @@ Two servers, both real processes on 127.0.0.1 (see ``_servers.py``):
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -562,3 +563,70 @@ def test_an_emit_that_raises_ends_the_request(fake: ServerProcess) -> None:
     assert len(calls) == 3
     pieces, error, _ = collect(OpenAISource("fake", fake.base_url))
     assert error is None and "".join(pieces) == EXPECTED
+
+
+def test_stops_of_stalled_replies_close_their_own_connections_by_one_timer(
+        fake: ServerProcess) -> None:
+    """Four replies stalled mid-answer (the server sends nothing more): one timer on
+    the shared loop watches all their cancel events (not one each), each Stop closes
+    its own connection while no piece arrives and leaves the others open, and no
+    timer is left once none is in flight (an idle kernel is not woken)."""
+    from nbstream.sources import sse
+
+    loop = sse.shared_loop()
+
+    def on_loop(fn: Callable[[], Any]) -> Any:
+        async def call() -> Any:
+            return fn()
+        return asyncio.run_coroutine_threadsafe(call(), loop).result(10)
+
+    def timers() -> int:  # timers pending on the loop (no request here has a deadline)
+        return on_loop(lambda: sum(not h.cancelled() for h in loop._scheduled))  # type: ignore[attr-defined]
+
+    def watching() -> int:
+        return int(on_loop(lambda: sse._CancelWatch.of(loop).watching))
+
+    def seen(tag: int) -> dict[str, Any] | None:
+        return next((r for r in fake.requests() if r["body"].get("x_tag") == tag), None)
+
+    wait_until(lambda: watching() == 0, 30, "earlier requests to end")
+    run = f"{time.monotonic_ns()}-"
+    cancels = [threading.Event() for _ in range(4)]
+    errors: dict[int, BaseException | None] = {}
+    pieces: dict[int, list[str]] = {i: [] for i in range(4)}
+
+    def reply(i: int) -> None:
+        try:
+            OpenAISource("fake-stall", fake.base_url, timeout=None, x_tag=run + str(i)
+                         ).generate(MSGS, pieces[i].append, cancels[i])
+            errors[i] = None
+        except BaseException as exc:  # checked below
+            errors[i] = exc
+
+    workers = [threading.Thread(target=reply, args=(i,)) for i in range(4)]
+    for w in workers:
+        w.start()
+    try:
+        wait_until(lambda: all((r := seen(run + str(i))) is not None and r["stalled"]
+                               and len(pieces[i]) == 2 for i in range(4)), 30,
+                   "the four replies to stall")
+        assert watching() == 4
+        assert timers() == 1  # one watcher for the four, not a timer each
+        order = [2, 0, 3, 1]
+        for n, i in enumerate(order):
+            cancels[i].set()
+            workers[i].join(30)
+            assert not workers[i].is_alive()
+            assert isinstance(errors[i], Cancelled), errors[i]
+            wait_until(lambda i=i: seen(run + str(i))["disconnected"], 30,  # type: ignore[index]
+                       "the server to see the stopped reply go")
+            for j in order[n + 1:]:  # the others stay connected, still watched
+                assert workers[j].is_alive() and not seen(run + str(j))["disconnected"]  # type: ignore[index]
+            assert watching() == len(order) - n - 1
+        assert timers() == 0  # nothing in flight: the watcher's timer is gone
+        assert all(pieces[i] == DEFAULT_PIECES[:2] for i in range(4))
+    finally:
+        for c in cancels:
+            c.set()
+        for w in workers:
+            w.join(30)

@@ -200,7 +200,9 @@ def test_the_stop_benchmark_runs() -> None:
     out = subprocess.run([sys.executable, str(script), "--rounds", "1", "--skip-serve",
                           "--skip-transformers"], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
-    rows = re.findall(r"^(llama\.cpp, OpenAISource, (?:stop|close)\(\)) +median +(\d+) ms",
-                      out.stdout, re.M)
+    rows = re.findall(r"^(llama\.cpp, OpenAISource, (?:stop|close)\(\))\n +server idle +median "
+                      r"+(\d+) ms", out.stdout, re.M)
     assert [name for name, _ in rows] == ["llama.cpp, OpenAISource, stop()",
                                           "llama.cpp, OpenAISource, close()"], out.stdout
+    # our side of each stop, measured apart from the server's
+    assert len(re.findall(r"^ +our socket closed +median", out.stdout, re.M)) == 2, out.stdout
