@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--trace", type=Path,
                     help="a folder for Chrome traces of each opening (their long tasks explained "
-                         "in the JSON under 'trace')")
+                         "in the JSON under 'trace') and of each stream")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import start_jupyterlab
@@ -202,6 +202,10 @@ def main(argv: list[str] | None = None) -> int:
                                   "mode": "incremental", "timeout_ms": 300_000}
                         if n:
                             params.update(settle_count=n, settle_ms=3000)
+                        if args.trace:
+                            args.trace.mkdir(parents=True, exist_ok=True)
+                            params["trace"] = str(
+                                (args.trace / f"stream-{n}-{mode}-{rnd + 1}.json").resolve())
                         try:
                             r = run_node(lab, "markdown_bench", params, timeout=600)
                         finally:
