@@ -285,6 +285,9 @@ export class LazyRenderer {
     el.classList.remove(DEFERRED_CLASS);
     textEl.removeAttribute("hidden");
     textEl.style.removeProperty("contain-intrinsic-size");
+    if (textEl.style.length === 0) {
+      textEl.removeAttribute("style"); // no empty `style=""` left on rendered model text
+    }
     textEl.textContent = "";
   }
 

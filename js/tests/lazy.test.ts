@@ -193,6 +193,19 @@ describe("LazyRenderer", () => {
     expect(text.style.getPropertyValue("contain-intrinsic-size")).toMatch(/^auto \d+px$/);
   });
 
+  it("leaves a rendered message's text element as it was: no hidden, no style attribute", () => {
+    const { els, lazy } = bareList(2, 50);
+    const el = els[0] as HTMLElement;
+    const text = el.firstElementChild as HTMLElement;
+    lazy.forget(el);
+    expect(el.classList.contains(DEFERRED_CLASS)).toBe(false);
+    expect(text.hasAttribute("hidden")).toBe(false);
+    // an empty `style=""` on the element that holds model text is what a sanitizer check
+    // (tests/browser/xss.mjs) reports: none is left
+    expect(text.hasAttribute("style")).toBe(false);
+    expect(text.textContent).toBe("");
+  });
+
   it("renders the end at once while following, from the last message up, until TAIL_CHARS", () => {
     const chars = 600;
     const { lazy, rendered, els, frames, root } = bareList(20, chars);
