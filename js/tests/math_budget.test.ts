@@ -7,7 +7,7 @@
 // (messages.ts through the chat's re-render path; incremental.ts renders again
 // only the blocks that hold one) until every formula is typeset, ending equal
 // to the render with no budget.
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { mountChat } from "../src/chat";
 import { MarkdownSink, renderOnce } from "../src/incremental";
 import {
@@ -18,6 +18,7 @@ import {
   mathDeferrals,
   setMathBudget,
 } from "../src/math";
+import { MessageList } from "../src/messages";
 import { FRAME_BUDGET_MS } from "../src/scheduler";
 import { SIZED_CLASS } from "../src/sized";
 import { FakeFrames, FakeModel, message } from "./fakes";
@@ -281,5 +282,27 @@ describe("in a chat (messages.ts and the chat's re-render path)", () => {
     expect(md.querySelectorAll("math").length).toBe(6);
     expect(md.textContent).toContain("Still writ");
     cleanup();
+  });
+
+  it("a list without a re-render path typesets in frames of its own", async () => {
+    const aborted = new AbortController();
+    const list = new MessageList(document, {
+      highlighter: null,
+      markdown: "incremental",
+      sized: "batched",
+      signal: aborted.signal,
+      label: "messages",
+      lazy: null,
+    });
+    document.body.appendChild(list.el);
+    const text = mathAnswer(4, "l");
+    const entry = message("a", { text, status: "done" });
+    list.reconcile(["a"]);
+    list.paint({ entry, replaced: true, appended: "", reasoningAppended: "", meta: true }, 0);
+    const md = list.el.querySelector(".nbs-md") as HTMLElement;
+    expect(md.querySelectorAll(DEFERRED_SELECTOR).length).toBe(9 - PER_TASK);
+    await vi.waitFor(() => expect(md.querySelector(DEFERRED_SELECTOR)).toBeNull());
+    expect(html(md)).toBe(unbounded(text));
+    aborted.abort();
   });
 });
