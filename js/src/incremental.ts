@@ -35,12 +35,20 @@
  * Math (math.ts) follows the same cut: a display formula is one block, and
  * while the text grows, a formula whose closer has not arrived shows its
  * source dimmed (`mathOpen` in the tail's env); frozen chunks and the
- * finished text render as the one-shot render does.
+ * finished text render as the one-shot render does. A formula the frame's
+ * typesetting budget left for later (math.ts `mathDeferrals`) shows its
+ * source meanwhile, in a frozen chunk too: each chunk remembers whether its
+ * render left one, and the re-render that follows ({@link MarkdownSink.replace}
+ * with the same text, from messages.ts in a following frame) renders only
+ * those chunks again, replacing only their blocks that held one (a highlighted
+ * code block beside it is kept), and the tail; so a closed block never keeps
+ * a formula pending, and the result is the one-shot render's once all are typeset.
  *
  * Line breaks are normalized as markdown-it does (CRLF and CR to LF), holding
  * back a trailing CR that may be the first half of a CRLF split across deltas.
  * Runs on the browser's main thread, inside the frame loop's render.
  */
+import { misses } from "./chunks";
 import {
   type MarkdownEnv,
   parse,
@@ -49,6 +57,7 @@ import {
   renderTokens,
   type Token,
 } from "./markdown";
+import { DEFERRED_SELECTOR, mathDeferrals } from "./math";
 import { sanitize } from "./sanitize";
 import { forget, markWhenLaidOut, SIZED_CLASS, type SizedMode } from "./sized";
 
@@ -72,6 +81,34 @@ export interface MarkdownOptions {
 interface Chunk {
   text: string;
   nodes: Node[];
+  /** its render missed a chunk (chunks.ts): only a whole re-render shows it right */
+  missed: boolean;
+  /** its render left formulas for a later frame (math.ts): rendered again then */
+  mathLeft: boolean;
+}
+
+/** What a render left undone: counters of chunks.ts and math.ts, before it. */
+interface Undone {
+  misses: number;
+  deferrals: number;
+}
+
+function undoneNow(): Undone {
+  return { misses: misses(), deferrals: mathDeferrals() };
+}
+
+/** Whether a chunk was missed, or a formula left for later, since `before`. */
+function undoneSince(before: Undone): { missed: boolean; mathLeft: boolean } {
+  return { missed: misses() !== before.misses, mathLeft: mathDeferrals() !== before.deferrals };
+}
+
+/** Whether `node` is, or holds, a formula left for a later frame. */
+function holdsDeferred(node: Node): boolean {
+  if (node.nodeType !== 1) {
+    return false;
+  }
+  const el = node as Element;
+  return el.matches(DEFERRED_SELECTOR) || el.querySelector(DEFERRED_SELECTOR) !== null;
 }
 
 /** Where the open tail starts: its offset in the tail text, and its first token. */
@@ -181,10 +218,14 @@ export class MarkdownSink implements Sink {
   /** nodes of the open tail, in order, after the chunks' nodes */
   private tail: Node[] = [];
   private finished = false;
+  /** the open tail's latest render left formulas for a later frame */
+  private tailMathLeft = false;
   /** length of the tail parsed by the latest render (what a frame costs) */
   lastTailChars = 0;
   /** how many times earlier chunks were rendered again (new reference labels) */
   rebuilds = 0;
+  /** how many frozen chunks were rendered again for formulas left for later */
+  retypesets = 0;
 
   constructor(
     private readonly el: HTMLElement,
@@ -192,6 +233,9 @@ export class MarkdownSink implements Sink {
   ) {}
 
   replace(text: string, complete = false): void {
+    if (this.replaceKeeping(text, complete)) {
+      return;
+    }
     forget([...this.el.childNodes]);
     this.el.textContent = "";
     this.text = "";
@@ -207,6 +251,94 @@ export class MarkdownSink implements Sink {
     } else {
       this.update(false);
     }
+  }
+
+  /**
+   * The same text again (or more of it) while formulas wait for a later
+   * frame: keeps the frozen chunks, renders again those that left a formula
+   * for later, and the tail. Returns false (nothing done) where a whole
+   * render is needed: nothing waits for the budget, a chunk missed a chunk
+   * (its text would differ in places no class marks), the frozen text is not
+   * a prefix of `text`, or a complete text is reopened.
+   */
+  private replaceKeeping(text: string, complete: boolean): boolean {
+    if (
+      this.chunks.length === 0 ||
+      (this.finished && !complete) ||
+      !(this.tailMathLeft || this.chunks.some((c) => c.mathLeft)) ||
+      this.chunks.some((c) => c.missed) ||
+      this.chunks[0]?.nodes[0]?.parentNode !== this.el
+    ) {
+      return false;
+    }
+    const frozenText = this.text.slice(0, this.frozen);
+    const before = { text: this.text, heldCR: this.heldCR };
+    this.text = "";
+    this.heldCR = false;
+    this.push(text);
+    // a finished text's last chunk was closed as final: only the same text keeps it
+    if (this.finished ? this.text !== frozenText : !this.text.startsWith(frozenText)) {
+      this.text = before.text;
+      this.heldCR = before.heldCR;
+      return false;
+    }
+    for (const chunk of this.chunks) {
+      if (chunk.mathLeft) {
+        this.retypeset(chunk);
+      }
+    }
+    this.finished = false;
+    if (complete) {
+      this.finish();
+    } else {
+      this.update(false);
+    }
+    return true;
+  }
+
+  /**
+   * Renders a frozen chunk that left formulas for later again, and puts in
+   * place of its blocks that held one the fresh ones (the others, equal but
+   * for what was done to them since, such as highlighting, stay).
+   */
+  private retypeset(chunk: Chunk): void {
+    this.retypesets++;
+    const doc = this.el.ownerDocument;
+    const undone = undoneNow();
+    const env: MarkdownEnv = { references: { ...this.refs } };
+    const fresh = [...sanitize(doc, renderTokens(parse(chunk.text, env), env)).childNodes];
+    const left = undoneSince(undone);
+    chunk.missed = left.missed;
+    chunk.mathLeft = left.mathLeft;
+    const old = chunk.nodes;
+    const changed: Node[] = [];
+    if (fresh.length === old.length) {
+      for (let i = 0; i < old.length; i++) {
+        const shown = old[i] as Node;
+        const next = fresh[i] as Node;
+        if (holdsDeferred(shown) && !sameBlock(shown, next)) {
+          this.el.replaceChild(next, shown);
+          forget([shown]);
+          old[i] = next;
+          changed.push(next);
+        }
+      }
+    } else {
+      // (not expected: the same text parses to the same blocks) all of it, in place
+      const fragment = doc.createDocumentFragment();
+      for (const node of fresh) {
+        fragment.appendChild(node);
+      }
+      this.el.insertBefore(fragment, old[0] ?? null);
+      for (const node of old) {
+        this.el.removeChild(node);
+      }
+      forget(old);
+      chunk.nodes = fresh;
+      changed.push(...fresh);
+    }
+    markWhenLaidOut(changed, this.options.sized);
+    this.closed(changed);
   }
 
   append(text: string): void {
@@ -252,6 +384,7 @@ export class MarkdownSink implements Sink {
     this.lastTailChars = tail.length;
     // while the text grows, a formula still waiting for its closer shows as pending source
     const env: MarkdownEnv = { references: { ...this.refs }, mathOpen: !final };
+    const undone = undoneNow();
     const tokens = parse(tail, env);
     const cut = final ? { offset: tail.length, index: tokens.length } : findCut(tail, tokens);
 
@@ -260,19 +393,25 @@ export class MarkdownSink implements Sink {
     let chunkRefs: References = {};
     if (cut.offset > 0) {
       let html: string;
+      let left: { missed: boolean; mathLeft: boolean };
       if (cut.index === tokens.length) {
         // The parse saw exactly the chunk's text: reuse it.
         html = renderTokens(tokens, env);
         chunkRefs = env.references ?? {};
+        left = undoneSince(undone);
       } else {
+        const chunkUndone = undoneNow();
         const chunkEnv: MarkdownEnv = { references: { ...this.refs } };
         html = renderTokens(parse(tail.slice(0, cut.offset), chunkEnv), chunkEnv);
         chunkRefs = chunkEnv.references ?? {};
+        left = undoneSince(chunkUndone);
       }
       chunkNodes = [...sanitize(doc, html).childNodes];
-      chunk = { text: tail.slice(0, cut.offset), nodes: [] };
+      chunk = { text: tail.slice(0, cut.offset), nodes: [], ...left };
     }
+    const restUndone = undoneNow();
     const rest = cut.index < tokens.length ? renderTokens(tokens.slice(cut.index), env) : "";
+    this.tailMathLeft = undoneSince(restUndone).mathLeft;
     const next = [...chunkNodes, ...sanitize(doc, rest).childNodes];
     this.reconcile(next);
     if (chunk !== null) {
@@ -338,7 +477,9 @@ export class MarkdownSink implements Sink {
       }
       forget(chunk.nodes);
       const env: MarkdownEnv = { references: { ...this.refs } };
+      const undone = undoneNow();
       chunk.nodes = [...sanitize(doc, renderTokens(parse(chunk.text, env), env)).childNodes];
+      Object.assign(chunk, undoneSince(undone));
       for (const node of chunk.nodes) {
         fragment.appendChild(node);
       }

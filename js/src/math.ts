@@ -35,30 +35,127 @@
  * renders the messages that showed one again once it arrived (chunks.ts
  * `noteMiss`). Rendered formulas are cached by source: the open
  * tail is re-rendered every frame, its finished formulas should cost nothing.
- * Runs on the browser's main thread (called by the Markdown renderer).
+ *
+ * Typesetting within a frame's budget. Temml takes a few ms a formula (more
+ * while its code is cold), so an answer with many formulas rendered in one
+ * task (a long chat opened on such an answer: its end is rendered in the
+ * first frame) was a long task of its own. The formulas typeset in one task
+ * (a frame's callback: the window ends at the first microtask checkpoint
+ * after it) take at most the page loop's script budget ({@link mathBudget},
+ * scheduler.ts `FRAME_BUDGET_MS`), one formula at least; the others come out
+ * as their source, escaped, in an element with the class the formula gets
+ * plus `.nbs-math-pending.nbs-math-deferred` (dimmed, as a formula waiting
+ * for its closer), and {@link mathDeferrals} counts them: the message list
+ * renders such a message again in a following frame (messages.ts), whose
+ * renderer re-renders only the blocks that hold one (incremental.ts), until
+ * every formula is typeset. The cache keeps what the current window used
+ * (it may grow past its size for that window), so a message with more
+ * formulas than the cache holds still converges.
+ * Runs on the browser's main thread (called by the Markdown renderer); the
+ * budget's state is per bundle copy, as the cache.
  */
 import type { MarkdownIt, StateBlock, StateCore, StateInline, Token } from "markdown-it";
 import { chunk, noteMiss } from "./chunks";
+import { FRAME_BUDGET_MS } from "./scheduler";
 
 /** Longest formula source rendered; a longer one shows its source. */
 export const MATH_MAX_CHARS = 4000;
-const CACHE_SIZE = 256;
+/** Formulas kept typeset, at least (more while one window uses more). */
+export const CACHE_SIZE = 256;
 
-const cache = new Map<string, string | null>();
+/** How the time spent typesetting is measured and bounded. */
+export interface MathBudget {
+  /** a monotonic clock in ms */
+  now(): number;
+  /** ms of typesetting one task may spend (one formula at least) */
+  budgetMs: number;
+}
+
+/** The budget in force: the page loop's script budget on `performance.now`. */
+const defaultBudget: MathBudget = {
+  now: () => performance.now(),
+  budgetMs: FRAME_BUDGET_MS,
+};
+let budget: MathBudget | null = defaultBudget;
+
+/**
+ * Sets how typesetting is bounded (tests give a clock of their own); null:
+ * no bound (every formula typeset at once); no argument: the default.
+ */
+export function setMathBudget(b: MathBudget | null = defaultBudget): void {
+  budget = b;
+}
+
+/** The budget in force (null: none). */
+export function mathBudget(): MathBudget | null {
+  return budget;
+}
+
+interface Cached {
+  html: string | null;
+  /** the budget window that used it last */
+  window: number;
+}
+
+const cache = new Map<string, Cached>();
+/** the current budget window (a task), its typesetting time and formulas so far */
+let windowId = 0;
+let windowOpen = false;
+let spentMs = 0;
+let typeset = 0;
+/** formulas left for a later frame so far */
+let deferred = 0;
+
+function openWindow(): void {
+  if (windowOpen) {
+    return;
+  }
+  windowOpen = true;
+  windowId++;
+  spentMs = 0;
+  typeset = 0;
+  // the task ends at the next microtask checkpoint: the next one is a new window
+  queueMicrotask(() => {
+    windowOpen = false;
+  });
+}
+
+/**
+ * How many formulas were left for a later frame so far: a renderer compares
+ * it before and after rendering, as chunks.ts `misses` for chunks, and renders
+ * again in a following frame when it grew.
+ */
+export function mathDeferrals(): number {
+  return deferred;
+}
+
+/** The number of formulas cached (tests). */
+export function mathCacheSize(): number {
+  return cache.size;
+}
+
+/** Empties the cache (tests). */
+export function clearMathCache(): void {
+  cache.clear();
+}
 
 /**
  * MathML for `tex`, or null when it does not parse (or is too long), or
- * undefined while the math chunk is not loaded (it is asked for then). The
- * result still has to pass the sanitizer.
+ * undefined while the math chunk is not loaded (it is asked for then), or
+ * false when this task's typesetting budget is spent (typeset in a later
+ * frame; {@link mathDeferrals} counts it). The result still has to pass the
+ * sanitizer.
  */
-export function renderMath(tex: string, display: boolean): string | null | undefined {
+export function renderMath(tex: string, display: boolean): string | null | undefined | false {
   const key = `${display ? "D" : "I"}${tex}`;
+  openWindow();
   const hit = cache.get(key);
   if (hit !== undefined) {
-    // most recently used last
+    // most recently used last, kept while this window lasts
     cache.delete(key);
+    hit.window = windowId;
     cache.set(key, hit);
-    return hit;
+    return hit.html;
   }
   let html: string | null = null;
   if (tex.trim() !== "" && tex.length <= MATH_MAX_CHARS) {
@@ -67,14 +164,32 @@ export function renderMath(tex: string, display: boolean): string | null | undef
       noteMiss("math");
       return undefined;
     }
+    if (budget !== null && typeset > 0 && spentMs >= budget.budgetMs) {
+      deferred++;
+      return false;
+    }
+    const t0 = budget?.now() ?? 0;
     html = engine.renderTeX(tex, display);
+    spentMs += (budget?.now() ?? 0) - t0;
+    typeset++;
   }
-  cache.set(key, html);
-  if (cache.size > CACHE_SIZE) {
-    cache.delete(cache.keys().next().value as string);
+  cache.set(key, { html, window: windowId });
+  // the least recently used go, but never one this window used: a message with more
+  // formulas than the cache holds, rendered again each frame, would evict its own
+  while (cache.size > CACHE_SIZE) {
+    const [oldest, entry] = cache.entries().next().value as [string, Cached];
+    if (entry.window === windowId) {
+      break;
+    }
+    cache.delete(oldest);
   }
   return html;
 }
+
+/** The classes of a formula left for a later frame (its source shows meanwhile, dimmed). */
+export const DEFERRED = "nbs-math-pending nbs-math-deferred";
+/** The selector of such a formula. */
+export const DEFERRED_SELECTOR = ".nbs-math-deferred";
 
 /** The env keys the math rules read. */
 export interface MathEnv {
@@ -317,6 +432,11 @@ export function mathPlugin(md: MarkdownIt): void {
     const t = tokens[idx] as Token;
     const display = t.markup === "$$" || t.markup === "\\[";
     const html = renderMath(t.content, display);
+    if (html === false) {
+      // typeset in a later frame: its source meanwhile, where the formula goes
+      const cls = `nbs-math${display ? " nbs-math-display" : ""} ${DEFERRED}`;
+      return `<span class="${cls}">${source(t.markup, t.content, true)}</span>`;
+    }
     if (html === undefined) {
       return `<span class="nbs-math-pending">${source(t.markup, t.content, true)}</span>`;
     }
@@ -336,6 +456,9 @@ export function mathPlugin(md: MarkdownIt): void {
       return `<div class="nbs-math-block ${cls}">${source(t.markup, t.content, false)}</div>\n`;
     }
     const html = renderMath(t.content, true);
+    if (html === false) {
+      return `<div class="nbs-math-block ${DEFERRED}">${source(t.markup, t.content, true)}</div>\n`;
+    }
     if (html === undefined) {
       return `<div class="nbs-math-block nbs-math-pending">${source(t.markup, t.content, true)}</div>\n`;
     }

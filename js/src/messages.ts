@@ -34,10 +34,11 @@ import { MessageAttachments } from "./attachments";
 import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
 import { type ChunkName, missedChunks, misses, onChunk } from "./chunks";
-import type { FrameScheduler, Timer } from "./frame";
+import { browserScheduler, type FrameScheduler, type Timer } from "./frame";
 import type { Highlighter } from "./highlight";
 import { FullSink, MarkdownSink, type Sink } from "./incremental";
 import { ATTACH_CHUNK, ATTACH_FIRST, LazyRenderer } from "./lazy";
+import { mathDeferrals } from "./math";
 import { FINAL_STATUSES, type ToolRun } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
@@ -69,9 +70,10 @@ export interface ListOptions {
   lazy?: LazyDeps | null;
   /**
    * Has messages rendered whole in the next frame, as a change of their own
-   * (buffer.ts `rerender`): a chunk they missed arrived. Absent: rendered at
-   * once from the entry last painted (a list whose entries never change
-   * between paints).
+   * (buffer.ts `rerender`): a chunk they missed arrived, or formulas the
+   * frame's typesetting budget left wait (math.ts). Absent: rendered from the
+   * entry last painted, at once for a chunk, in a frame of the list's own for
+   * formulas (a list whose entries never change between paints).
    */
   rerender?: ((ids: readonly string[]) => void) | undefined;
 }
@@ -179,6 +181,13 @@ export class MessageList {
    * there: rendered again when one comes (chunks.ts)
    */
   private readonly chunkWaiting = new Set<MessageNode>();
+  /**
+   * messages rendered with formulas the frame's budget left for later
+   * (math.ts), without a `rerender` option: rendered again in the next frame
+   */
+  private readonly mathWaiting = new Set<MessageNode>();
+  private mathFrame: { scheduler: FrameScheduler; handle: number } | null = null;
+  private mathListening = false;
   /** the chunks listened for, each with the function that stops listening */
   private readonly chunkListeners = new Map<ChunkName, () => void>();
   /** the replies' tool parts painted since the last settle (their layout reads wait for it) */
@@ -511,10 +520,69 @@ export class MessageList {
     now: number,
   ): void {
     const before = misses();
+    const deferrals = mathDeferrals();
     this.renderParts(node, e, replaced, appended, reasoningAppended, tail, final, now);
     if (misses() !== before) {
       this.waitForChunks(node);
     }
+    if (mathDeferrals() !== deferrals) {
+      this.typesetLater(node);
+    }
+  }
+
+  /**
+   * Renders `node` again in a following frame: the frame's typesetting budget
+   * left formulas for later (math.ts); its renderer renders again only the
+   * blocks that hold one (incremental.ts), and a render that still leaves one
+   * comes here again, one formula a frame at least.
+   */
+  private typesetLater(node: MessageNode): void {
+    const id = node.entry?.id;
+    if (id === undefined) {
+      return;
+    }
+    const rerender = this.options.rerender;
+    if (rerender !== undefined) {
+      // as a change of the next frame, as for a chunk (see chunkArrived)
+      rerender([id]);
+      return;
+    }
+    this.mathWaiting.add(node);
+    if (this.mathFrame !== null || this.options.signal.aborted) {
+      return;
+    }
+    const scheduler =
+      this.options.lazy?.scheduler ?? browserScheduler(this.doc.defaultView ?? window);
+    const frame = { scheduler, handle: 0 };
+    this.mathFrame = frame;
+    frame.handle = scheduler.request(() => this.typesetFrame());
+    if (!this.mathListening) {
+      this.mathListening = true;
+      this.options.signal.addEventListener(
+        "abort",
+        () => {
+          this.mathFrame?.scheduler.cancel(this.mathFrame.handle);
+          this.mathFrame = null;
+          this.mathWaiting.clear();
+        },
+        { once: true },
+      );
+    }
+  }
+
+  /** A frame of the list's own: the messages whose formulas wait, rendered again. */
+  private typesetFrame(): void {
+    this.mathFrame = null;
+    const waiting = [...this.mathWaiting];
+    this.mathWaiting.clear();
+    const now = this.options.lazy?.now() ?? 0;
+    for (const n of waiting) {
+      const e = n.entry;
+      if (e !== null && this.nodes.get(e.id) === n && !this.lazy?.isDeferred(n.el)) {
+        this.renderText(n, e, true, "", "", [], FINAL_STATUSES.has(e.status), now);
+      }
+    }
+    this.settle();
   }
 
   /**
