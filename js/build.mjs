@@ -10,7 +10,9 @@
 // (marimo). markdown-it's import of the `entities` package resolves to
 // src/entities.ts, which decodes the common names and takes the rest from the
 // entities chunk; its import of `linkify-it` to src/linkify.ts, which takes
-// linkify-it from the linkify chunk. Fails when a module would import anything at
+// linkify-it from the linkify chunk; its import of `punycode.js` to
+// src/punycode.ts (the browser's URL parser) and of `uc.micro` to
+// src/ucmicro.ts (Unicode property escapes). Fails when a module would import anything at
 // run time: nothing may come from a CDN or the network.
 // `node build.mjs --sizes` also prints each output's bytes by dependency
 // (from esbuild's metafile), and the script a page parses at first render
@@ -37,6 +39,14 @@ const fromChunks = {
   name: "from-chunks",
   setup(build) {
     build.onResolve({ filter: /^entities$/ }, () => ({ path: join(here, "src", "entities.ts") }));
+    build.onResolve({ filter: /^punycode\.js$/ }, () => ({
+      path: join(here, "src", "punycode.ts"),
+    }));
+    build.onResolve({ filter: /^uc\.micro$/ }, (args) =>
+      /[\\/]node_modules[\\/]markdown-it[\\/]/.test(args.importer)
+        ? { path: join(here, "src", "ucmicro.ts") }
+        : undefined,
+    );
     build.onResolve({ filter: /^linkify-it$/ }, (args) =>
       /[\\/]node_modules[\\/]markdown-it[\\/]/.test(args.importer)
         ? { path: join(here, "src", "linkify.ts") }

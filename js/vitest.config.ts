@@ -2,6 +2,7 @@ import { fileURLToPath } from "node:url";
 import { defineConfig } from "vitest/config";
 
 const linkify = fileURLToPath(new URL("src/linkify.ts", import.meta.url));
+const ucmicro = fileURLToPath(new URL("src/ucmicro.ts", import.meta.url));
 
 export default defineConfig({
   plugins: [
@@ -11,10 +12,11 @@ export default defineConfig({
       name: "linkify-from-chunk",
       enforce: "pre",
       resolveId(source, importer) {
-        return source === "linkify-it" &&
-          /[\\/]node_modules[\\/]markdown-it[\\/]/.test(importer ?? "")
-          ? linkify
-          : null;
+        if (!/[\\/]node_modules[\\/]markdown-it[\\/]/.test(importer ?? "")) {
+          return null;
+        }
+        // and its `uc.micro` is src/ucmicro.ts (the package stays linkify-it's)
+        return source === "linkify-it" ? linkify : source === "uc.micro" ? ucmicro : null;
       },
     },
   ],
@@ -22,6 +24,11 @@ export default defineConfig({
     // as in build.mjs: markdown-it's `entities` is src/entities.ts (the table of names is
     // the entities chunk); markdown-it is inlined so that its import goes through this
     alias: [
+      // and its `punycode.js` is src/punycode.ts (the URL parser's host names)
+      {
+        find: /^punycode\.js$/,
+        replacement: fileURLToPath(new URL("src/punycode.ts", import.meta.url)),
+      },
       {
         find: /^entities$/,
         replacement: fileURLToPath(new URL("src/entities.ts", import.meta.url)),
