@@ -267,12 +267,6 @@ export function mountChat(
     branchDirty = true;
     return true;
   };
-  /** the view painted outside a frame: its layout reads (view.settle) wait for the next */
-  let settlePending = false;
-  const settleSoon = (): void => {
-    settlePending = true;
-    loop.request();
-  };
   const render = (t: number, announce = true) => {
     let changes: Changes | null = conversation.take();
     if (changes === null && !branchDirty) {
@@ -298,21 +292,10 @@ export function mountChat(
     // more text of a stream when the page loop's budget gives it a turn
     priority: () => {
       const kind = conversation.pendingKind();
-      return kind === "ended"
-        ? "now"
-        : kind === "changed" || branchDirty || settlePending
-          ? "soon"
-          : "later";
+      return kind === "ended" ? "now" : kind === "changed" || branchDirty ? "soon" : "later";
     },
     now,
-    render: (t) => {
-      const acks = render(t);
-      if (!settlePending) {
-        return acks;
-      }
-      settlePending = false;
-      return acks ?? []; // touched: the loop settles the view after the frame's writes
-    },
+    render: (t) => render(t),
     settle: () => view.settle(),
     sight: (inSight) => view.setInSight(inSight),
     ack: send,
@@ -403,7 +386,7 @@ export function mountChat(
       const t = now();
       view.setConnection(state, reason, t);
       view.paint({ order: null, messages: [], acks: [] }, summary(), t, false);
-      settleSoon(); // paint writes; what reads layout waits for the frame
+      view.settle(); // outside a frame: paint writes, settle reads layout after it
     },
   });
   const onCommLive = (): void => connection.linkChanged();
@@ -438,11 +421,7 @@ export function mountChat(
     conversation.applyState(model.get(STATE_TRAIT));
   }
   render(now(), false);
-  // where the list scrolls to (its bottom) and the end of a long history rendered
-  // (lazy.ts renderTail) come in the next frame, before it is painted: reading the
-  // layout here would lay the whole chat out in the task that built it, one long
-  // task for a long chat (a frame of its own lays it out anyway)
-  settleSoon();
+  view.settle();
   connection.hello();
 
   return () => {
