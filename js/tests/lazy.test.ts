@@ -183,26 +183,34 @@ describe("estimateHeight", () => {
 });
 
 describe("LazyRenderer", () => {
-  it("defers a message as its source, hidden until found, at an estimated height", () => {
+  it("defers a message as its source, the message hidden until found, at an estimated height", () => {
     const { els } = bareList(3, 50);
     const el = els[0] as HTMLElement;
     const text = el.firstElementChild as HTMLElement;
     expect(el.classList.contains(DEFERRED_CLASS)).toBe(true);
-    expect(text.getAttribute("hidden")).toBe("until-found");
+    // the whole message is hidden (one paint layer that hover hit tests walk), not its
+    // text alone inside a contained message (two)
+    expect(el.getAttribute("hidden")).toBe("until-found");
+    expect(text.hasAttribute("hidden")).toBe(false);
     expect(text.textContent).toBe("x".repeat(50));
-    expect(text.style.getPropertyValue("contain-intrinsic-size")).toMatch(/^auto \d+px$/);
+    const size = el.style.getPropertyValue("contain-intrinsic-size");
+    expect(size).toMatch(/^auto \d+px$/);
+    // the text keeps the same size for when its source shows (a search mark in it)
+    expect(text.style.getPropertyValue("contain-intrinsic-size")).toBe(size);
   });
 
-  it("leaves a rendered message's text element as it was: no hidden, no style attribute", () => {
+  it("leaves a rendered message as it was: no hidden, no style attribute", () => {
     const { els, lazy } = bareList(2, 50);
     const el = els[0] as HTMLElement;
     const text = el.firstElementChild as HTMLElement;
     lazy.forget(el);
     expect(el.classList.contains(DEFERRED_CLASS)).toBe(false);
+    expect(el.hasAttribute("hidden")).toBe(false);
     expect(text.hasAttribute("hidden")).toBe(false);
     // an empty `style=""` on the element that holds model text is what a sanitizer check
     // (tests/browser/xss.mjs) reports: none is left
     expect(text.hasAttribute("style")).toBe(false);
+    expect(el.hasAttribute("style")).toBe(false);
     expect(text.textContent).toBe("");
   });
 
@@ -222,7 +230,7 @@ describe("LazyRenderer", () => {
     expect(rendered).toEqual(fromEnd(now));
     const last = els.at(-1) as HTMLElement;
     expect(last.classList.contains(DEFERRED_CLASS)).toBe(false);
-    expect((last.firstElementChild as HTMLElement).hasAttribute("hidden")).toBe(false);
+    expect(last.hasAttribute("hidden")).toBe(false);
     expect(lazy.size).toBe(20 - now);
     // the rest of the end in the next frame, which the list asks for once it settled at
     // its bottom (scroll.ts)
@@ -329,7 +337,8 @@ describe("LazyRenderer", () => {
     expect(rendered).toContain("m9");
     expect(rendered).not.toContain("m10");
     expect(lazy.isDeferred(el)).toBe(true);
-    expect(text.hasAttribute("hidden")).toBe(false); // shown, marks and all
+    expect(el.hasAttribute("hidden")).toBe(false); // shown, marks and all
+    expect(text.hasAttribute("hidden")).toBe(false);
     mark.replaceWith("xx"); // the search ended
     timer.advance(MARK_RETRY_MS);
     while (frames.pending > 0) {
