@@ -325,7 +325,8 @@ describe("widget.css", () => {
     for (const [, selector] of rules) {
       for (const s of (selector ?? "").split(",")) {
         // a deferred message (lazy.ts) is a finished one: nothing is written into it
-        expect(s.trim()).toMatch(/:not\(:last-child\)$|^\.nbs-deferred /);
+        // (its source shown where `hidden="until-found"` is not supported: `:not([hidden])`)
+        expect(s.trim()).toMatch(/:not\(:last-child\)$|^\.nbs-deferred[ :]/);
       }
     }
   });
