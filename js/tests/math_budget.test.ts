@@ -245,6 +245,17 @@ describe("in a chat (messages.ts and the chat's re-render path)", () => {
     return { el, frames, cleanup };
   };
 
+  /** Runs the frames asked for, each in a task of its own, until none is; how many ran. */
+  const framesUntilSettled = async (frames: FakeFrames): Promise<number> => {
+    let count = 0;
+    while (frames.pending > 0 && count < 19) {
+      await nextTask();
+      frames.frame();
+      count++;
+    }
+    return count;
+  };
+
   it("a finished answer shows at once and gets its formulas typeset over the next frames", async () => {
     const text = mathAnswer(6, "c");
     const { el, frames, cleanup } = mount(text, "done");
@@ -254,12 +265,7 @@ describe("in a chat (messages.ts and the chat's re-render path)", () => {
     expect(md.querySelectorAll(DEFERRED_SELECTOR).length).toBe(13 - PER_TASK);
     expect(md.textContent).toContain("print(1)"); // all of its text is there
     expect(frames.pending).toBe(1); // the next frame is asked for
-    let count = 1;
-    while (frames.pending > 0 && count < 20) {
-      await nextTask();
-      frames.frame();
-      count++;
-    }
+    const count = 1 + (await framesUntilSettled(frames));
     expect(md.querySelector(DEFERRED_SELECTOR)).toBeNull();
     expect(count).toBe(Math.ceil(13 / PER_TASK));
     expect(html(md)).toBe(unbounded(text));
@@ -272,12 +278,7 @@ describe("in a chat (messages.ts and the chat's re-render path)", () => {
     frames.frame();
     const md = el.querySelector(".nbs-md") as HTMLElement;
     expect(md.querySelectorAll(DEFERRED_SELECTOR).length).toBe(6 - PER_TASK);
-    let count = 1;
-    while (frames.pending > 0 && count < 20) {
-      await nextTask();
-      frames.frame();
-      count++;
-    }
+    await framesUntilSettled(frames);
     expect(md.querySelector(DEFERRED_SELECTOR)).toBeNull();
     expect(md.querySelectorAll("math").length).toBe(6);
     expect(md.textContent).toContain("Still writ");
