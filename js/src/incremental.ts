@@ -304,12 +304,9 @@ export class MarkdownSink implements Sink {
   private retypeset(chunk: Chunk): void {
     this.retypesets++;
     const doc = this.el.ownerDocument;
-    const undone = undoneNow();
-    const env: MarkdownEnv = { references: { ...this.refs } };
-    const fresh = [...sanitize(doc, renderTokens(parse(chunk.text, env), env)).childNodes];
-    const left = undoneSince(undone);
-    chunk.missed = left.missed;
-    chunk.mathLeft = left.mathLeft;
+    const { nodes: fresh, missed, mathLeft } = this.renderChunk(chunk.text);
+    chunk.missed = missed;
+    chunk.mathLeft = mathLeft;
     const old = chunk.nodes;
     const changed: Node[] = [];
     if (fresh.length === old.length) {
@@ -476,10 +473,7 @@ export class MarkdownSink implements Sink {
         this.el.removeChild(node);
       }
       forget(chunk.nodes);
-      const env: MarkdownEnv = { references: { ...this.refs } };
-      const undone = undoneNow();
-      chunk.nodes = [...sanitize(doc, renderTokens(parse(chunk.text, env), env)).childNodes];
-      Object.assign(chunk, undoneSince(undone));
+      Object.assign(chunk, this.renderChunk(chunk.text));
       for (const node of chunk.nodes) {
         fragment.appendChild(node);
       }
@@ -489,6 +483,15 @@ export class MarkdownSink implements Sink {
       markWhenLaidOut(chunk.nodes, this.options.sized);
       this.closed(chunk.nodes);
     }
+  }
+
+  /** A frozen chunk's text rendered with the definitions known now, and what it left undone. */
+  private renderChunk(text: string): { nodes: Node[]; missed: boolean; mathLeft: boolean } {
+    const env: MarkdownEnv = { references: { ...this.refs } };
+    const undone = undoneNow();
+    const html = renderTokens(parse(text, env), env);
+    const left = undoneSince(undone);
+    return { nodes: [...sanitize(this.el.ownerDocument, html).childNodes], ...left };
   }
 
   private closed(nodes: readonly Node[]): void {

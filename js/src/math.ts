@@ -41,7 +41,7 @@
  * task (a long chat opened on such an answer: its end is rendered in the
  * first frame) was a long task of its own. The formulas typeset in one task
  * (a frame's callback: the window ends at the first microtask checkpoint
- * after it) take at most the page loop's script budget ({@link mathBudget},
+ * after it) take at most the page loop's script budget (`budget`,
  * scheduler.ts `FRAME_BUDGET_MS`), one formula at least; the others come out
  * as their source, escaped, in an element with the class the formula gets
  * plus `.nbs-math-pending.nbs-math-deferred` (dimmed, as a formula waiting
@@ -84,11 +84,6 @@ let budget: MathBudget | null = defaultBudget;
  */
 export function setMathBudget(b: MathBudget | null = defaultBudget): void {
   budget = b;
-}
-
-/** The budget in force (null: none). */
-export function mathBudget(): MathBudget | null {
-  return budget;
 }
 
 interface Cached {
