@@ -33,6 +33,17 @@
  *   the older ones above them, {@link ATTACH_CHUNK} at a time within a
  *   frame's budget ({@link LazyHost.attach}), so the task that shows a chat
  *   does not grow with its history.
+ * - **A history's end in frames of its own** ({@link LazyRenderer.holdEnd}).
+ *   The task that builds the list for a history (its first
+ *   {@link ATTACH_FIRST} messages and their placeholders, the page's layout
+ *   of them) does not also render its end: the list stays invisible
+ *   ({@link OPENING_CLASS}) while the next frame prepares the renderer
+ *   ({@link LazyHost.warm}: the first Markdown rendered in a page compiles
+ *   the parser, renderer and sanitizer, ~25 ms of V8 compiling on its own,
+ *   traced) and the frame after renders the end and shows the list, at its
+ *   bottom. Each was one task before: a 1,000-message chat opened in
+ *   JupyterLab took 107–122 ms in one (traced), and 28–39 ms a task this
+ *   way. No frame shows the placeholders where the end will be.
  * - **What comes near, a batch per frame.** After a scroll (and after new
  *   placeholders or messages came in), a frame finds the messages within one
  *   view height above and below the view (a binary search over their
@@ -79,6 +90,8 @@ export const ATTACH_FIRST = 20;
 export const ATTACH_CHUNK = 25;
 /** Most time spent rendering placeholders in one animation frame (ms; one message at least). */
 export const FRAME_BUDGET_MS = 8;
+/** The class of a list whose end waits for its frame ({@link LazyRenderer.holdEnd}): not shown. */
+export const OPENING_CLASS = "nbs-opening";
 /** A placeholder holding a search match is tried again after this long (ms). */
 export const MARK_RETRY_MS = 1000;
 /** The class of a deferred message element. */
@@ -148,6 +161,12 @@ export interface LazyHost {
   /** After a batch rendered in a frame of its own: settle the list (follow the bottom). */
   settled(): void;
   /**
+   * Prepares the renderer for the messages about to render (compiles its
+   * code paths on a small text of its own): called in the frame before a
+   * held end renders ({@link LazyRenderer.holdEnd}).
+   */
+  warm(): void;
+  /**
    * Adds the next chunk of messages waiting to be put in the DOM (above
    * those in it); returns whether more wait.
    */
@@ -190,6 +209,8 @@ export class LazyRenderer {
   private attaching = false;
   /** a frame should look for placeholders near the view */
   private looking = false;
+  /** a history's end waits for frames of its own: 2 (warm the renderer next), 1 (render it next), 0 */
+  private holding: 0 | 1 | 2 = 0;
   private disposed = false;
   /** the list's width for estimates, as last seen in a frame (never read while painting) */
   private width = 700;
@@ -318,6 +339,10 @@ export class LazyRenderer {
     if (this.deferred.size === 0 || !host.following()) {
       return;
     }
+    if (this.holding > 0) {
+      this.looking = true; // in its frames (tick)
+      return;
+    }
     const budget = this.budgetMs;
     const start = now();
     let rendered = 0;
@@ -353,6 +378,28 @@ export class LazyRenderer {
     this.forget(el);
     this.options.host.render(el);
     return true;
+  }
+
+  /**
+   * A history arrived at once at the end of a list that follows its bottom:
+   * its end renders in frames of its own, not in the task that built the
+   * list (see the module comment), and the list is not shown until then.
+   */
+  holdEnd(): void {
+    if (this.disposed || !this.options.host.following()) {
+      return;
+    }
+    if (this.holding === 0) {
+      this.options.root.classList.add(OPENING_CLASS);
+    }
+    this.holding = 2;
+    this.looking = true;
+    this.request();
+  }
+
+  /** Whether a history's end waits for its frames ({@link holdEnd}). */
+  get holdingEnd(): boolean {
+    return this.holding > 0;
   }
 
   /** Asks for a frame that puts waiting messages in the DOM ({@link LazyHost.attach}). */
@@ -398,7 +445,11 @@ export class LazyRenderer {
   }
 
   private request(): void {
-    if (this.frame === null && (this.looking || this.attaching) && !this.disposed) {
+    if (
+      this.frame === null &&
+      (this.looking || this.attaching || this.holding > 0) &&
+      !this.disposed
+    ) {
       this.frame = this.options.scheduler.request(this.tick);
     }
   }
@@ -474,6 +525,19 @@ export class LazyRenderer {
       return;
     }
     const { host, now, root } = this.options;
+    if (this.holding === 2) {
+      this.holding = 1;
+      host.warm();
+      this.request();
+      return; // the renderer's first compiling is this frame's work
+    }
+    if (this.holding === 1) {
+      this.holding = 0;
+      root.classList.remove(OPENING_CLASS);
+      host.settled(); // the end rendered (renderTail), the list at its bottom
+      this.request();
+      return;
+    }
     if (this.attaching) {
       const before = host.following() ? 0 : root.scrollHeight;
       const budget = this.budgetMs;

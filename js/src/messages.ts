@@ -36,7 +36,7 @@ import type { Entry, MessageChange } from "./buffer";
 import { type ChunkName, missedChunks, misses, onChunk } from "./chunks";
 import { browserScheduler, type FrameScheduler, type Timer } from "./frame";
 import type { Highlighter } from "./highlight";
-import { FullSink, MarkdownSink, type Sink } from "./incremental";
+import { FullSink, MarkdownSink, type Sink, warmUp } from "./incremental";
 import { ATTACH_CHUNK, ATTACH_FIRST, LazyRenderer } from "./lazy";
 import { mathDeferrals } from "./math";
 import { FINAL_STATUSES, type ToolRun } from "./protocol";
@@ -228,6 +228,7 @@ export class MessageList {
           following: () => this.scroll.isFollowing,
           shift: (dy) => this.scroll.shift(dy),
           settled: () => this.settle(),
+          warm: () => warmUp(doc),
           attach: () => this.attachChunk(),
         },
       });
@@ -342,6 +343,7 @@ export class MessageList {
     }
     const firstIn = this.waiting > 0 ? this.order[this.waiting] : undefined;
     let waiting = 0;
+    let history = false;
     if (this.lazy !== null) {
       let added = 0;
       for (const id of order) {
@@ -354,8 +356,10 @@ export class MessageList {
         waiting = Math.max(0, order.indexOf(firstIn));
       }
       if (added > ATTACH_FIRST && this.scroll.isFollowing) {
-        // a history arriving at once (even after a first message): its end first
+        // a history arriving at once (even after a first message): its end first,
+        // rendered in frames of its own (lazy.ts)
         waiting = Math.max(waiting, order.length - ATTACH_FIRST);
+        history = true;
       }
     }
     const waitingBefore = this.waitingEntries;
@@ -386,6 +390,9 @@ export class MessageList {
     }
     this.order = order.slice();
     this.waiting = waiting;
+    if (history) {
+      this.lazy?.holdEnd();
+    }
     if (waiting > 0) {
       this.lazy?.wake();
     }
@@ -486,6 +493,12 @@ export class MessageList {
       tools.settle();
     }
     this.toolsToSettle.clear();
+    if (this.lazy?.holdingEnd === true) {
+      // a history whose end renders in frames of its own, the list not shown: it settles
+      // there (reading its layout now would lay it out in the task that built it)
+      this.lazy.flush();
+      return;
+    }
     const last = this.list.lastElementChild as HTMLElement | null;
     const live = last?.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
     this.scroll.settle(live ? last : null);

@@ -26,6 +26,7 @@ import * as highlight from "../src/chunks/highlight";
 import * as linkify from "../src/chunks/linkify";
 import * as math from "../src/chunks/math";
 import type { IdleDeadline, IdleScheduler } from "../src/highlight";
+import { WARM_TEX } from "../src/math";
 import { FakeFrames, FakeModel, message } from "./fakes";
 
 class ManualIdle implements IdleScheduler {
@@ -185,6 +186,27 @@ describe("chunks", () => {
     expect(after.querySelector("mfrac")).not.toBeNull();
     expect(after.querySelector(".nbs-math-pending")).toBeNull();
     expect(requests).toEqual(["math"]);
+  });
+
+  it("the math chunk's first formula is typeset when it arrives, before the frame that renders again", () => {
+    const { el, frames } = chatWith("Display:\n\n$$\\frac{b_{33}}{c}$$\n");
+    const calls: [string, boolean][] = [];
+    const spy = {
+      renderTeX: (tex: string, display: boolean) => {
+        calls.push([tex, display]);
+        return math.renderTeX(tex, display);
+      },
+    };
+    provideChunk("math", spy);
+    // Temml's code compiled in the chunk's own task, on a formula of its own
+    expect(calls).toEqual([[WARM_TEX, true]]);
+    expect(el.querySelector(".nbs-md math")).toBeNull();
+    frames.frame();
+    expect(calls).toEqual([
+      [WARM_TEX, true],
+      ["\\frac{b_{33}}{c}", true],
+    ]);
+    expect(el.querySelector(".nbs-md mfrac")).not.toBeNull();
   });
 
   it("a reply streaming when the math chunk arrives renders again and streams on", () => {

@@ -18,6 +18,7 @@ import {
   type LazyHost,
   LazyRenderer,
   MARK_RETRY_MS,
+  OPENING_CLASS,
   TAIL_CHARS,
 } from "../src/lazy";
 import { PageLoop } from "../src/scheduler";
@@ -134,6 +135,7 @@ function bareList(n: number, chars = 500, client = 400, budgetMs?: number) {
         root.scrollTop = root.scrollHeight;
       }
     },
+    warm: () => {},
     attach: () => false,
   };
   const controller = new AbortController();
@@ -155,6 +157,7 @@ function bareList(n: number, chars = 500, client = 400, budgetMs?: number) {
     root,
     els,
     lazy,
+    host,
     frames,
     timer,
     rendered,
@@ -249,6 +252,59 @@ describe("LazyRenderer", () => {
     lazy.flush();
     frames.frame(); // one more a frame at least, the nearest (lowest in view) first
     expect(rendered).toEqual([els.at(-1)?.dataset.id, els.at(-2)?.dataset.id]);
+  });
+
+  it("holds a history's end for frames of its own: the renderer warmed in one, the end shown in the next", () => {
+    const b = bareList(12, 300);
+    const warmed: number[] = [];
+    b.host.warm = () => void warmed.push(b.rendered.length);
+    // as messages.ts settles a list: its end first (renderTail), then its bottom
+    b.host.settled = () => {
+      b.lazy.renderTail();
+      b.root.scrollTop = b.root.scrollHeight;
+    };
+    b.lazy.holdEnd();
+    expect(b.lazy.holdingEnd).toBe(true);
+    expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
+    // the task that built the list settles it: nothing rendered there
+    b.lazy.renderTail();
+    b.lazy.flush();
+    expect(b.rendered).toEqual([]);
+    expect(b.frames.pending).toBe(1);
+    b.frames.frame(); // the renderer's first compiling, alone
+    expect(warmed).toEqual([0]);
+    expect(b.rendered).toEqual([]);
+    expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
+    b.frames.frame(); // the end, rendered, and the list shown
+    expect(b.rendered[0]).toBe(b.els.at(-1)?.dataset.id);
+    expect(b.rendered.length).toBeGreaterThan(0);
+    expect(b.root.classList.contains(OPENING_CLASS)).toBe(false);
+    expect(b.lazy.holdingEnd).toBe(false);
+    expect(warmed).toEqual([0]);
+    // from then on the end renders at once again (a new answer's placeholder)
+    const count = b.rendered.length;
+    b.lazy.renderTail();
+    expect(b.rendered.length).toBeGreaterThanOrEqual(count);
+  });
+
+  it("holds nothing for a reader who scrolled away, and a second hold waits as the first", () => {
+    const away = bareList(12, 300);
+    away.setFollowing(false);
+    away.lazy.holdEnd();
+    expect(away.lazy.holdingEnd).toBe(false);
+    expect(away.root.classList.contains(OPENING_CLASS)).toBe(false);
+    const b = bareList(12, 300);
+    let warms = 0;
+    b.host.warm = () => void warms++;
+    b.lazy.holdEnd();
+    b.frames.frame(); // warmed
+    b.lazy.holdEnd(); // more history came: its end waits for two frames again
+    b.frames.frame();
+    expect(b.rendered).toEqual([]);
+    expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
+    b.frames.frame();
+    expect(b.root.classList.contains(OPENING_CLASS)).toBe(false);
+    expect(warms).toBe(2);
   });
 
   it("asks for a frame once the list settled, only if placeholders are left", () => {
@@ -411,11 +467,39 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
 
   it("shows its end first, rendered, then puts the older messages in the DOM within a frame's budget", () => {
     const n = 400;
+    // the list's layout read (where its bottom is): not in the task that builds it
+    const reads: string[] = [];
+    const proto = Element.prototype;
+    const own = Object.getOwnPropertyDescriptor(proto, "scrollHeight");
+    Object.defineProperty(proto, "scrollHeight", {
+      configurable: true,
+      get(this: Element) {
+        if (this.classList.contains("nbs-messages")) {
+          reads.push(this.classList.contains(OPENING_CLASS) ? "hidden" : "shown");
+        }
+        return own?.get?.call(this) ?? 0;
+      },
+    });
+    cleanups.push(() => Object.defineProperty(proto, "scrollHeight", own ?? {}));
     // a clock that moves 4 ms per reading: two chunks fit a frame's 8 ms
     const { list, frames } = mount(n, steppingClock(4));
+    expect(reads).toEqual([]);
     expect(list.children.length).toBe(ATTACH_FIRST);
     const last = list.lastElementChild as HTMLElement;
     expect(last.dataset.id).toBe(`m${n}`);
+    // built, not shown: its end renders in frames of its own (the renderer warmed first)
+    expect(list.classList.contains(OPENING_CLASS)).toBe(true);
+    expect(last.classList.contains(DEFERRED_CLASS)).toBe(true);
+    frames.frame();
+    expect(list.classList.contains(OPENING_CLASS)).toBe(true);
+    expect(last.classList.contains(DEFERRED_CLASS)).toBe(true);
+    expect(reads).toEqual([]);
+    frames.frame();
+    expect(list.classList.contains(OPENING_CLASS)).toBe(false);
+    // settled at its bottom once its end rendered, and shown
+    expect(reads.length).toBeGreaterThan(0);
+    expect(new Set(reads)).toEqual(new Set(["shown"]));
+    expect(list.children.length).toBe(ATTACH_FIRST);
     expect(last.classList.contains(DEFERRED_CLASS)).toBe(false);
     expect(last.querySelector(".nbs-md h2")?.textContent).toBe(`Answer ${n}`);
     let frameCount = 0;

@@ -17,14 +17,16 @@ import { openNotebook, runAllCells, scenario, screenshot, TOKEN, typeInto, URL_B
 import { saveNotebook, watchLongTasks } from './record.mjs';
 
 // Runs in the page before its scripts: the first frame that shows the chat's
-// messages, as it was (how many in the DOM, the last one rendered and in view).
+// messages, as it was (how many in the DOM, the last one rendered and in view). A
+// list the page does not show yet (`visibility: hidden` while its end renders in
+// frames of its own, lazy.ts) shows nothing.
 function installFirstShow() {
   const rec = { first: null };
   window.__nbsFirstShow = rec;
   const tick = () => {
     const list = document.querySelector('.nbs-chat .nbs-messages');
     const last = list?.lastElementChild;
-    if (last) {
+    if (last && list.checkVisibility({ visibilityProperty: true })) {
       const b = list.getBoundingClientRect();
       const r = last.getBoundingClientRect();
       rec.first = {
