@@ -630,3 +630,35 @@ def test_stops_of_stalled_replies_close_their_own_connections_by_one_timer(
             c.set()
         for w in workers:
             w.join(30)
+
+
+class _Body:
+    """What checked_text reads of a response: its body in the given parts."""
+
+    def __init__(self, parts: list[bytes]) -> None:
+        self._parts = parts
+
+    async def aiter_bytes(self) -> Any:
+        for p in self._parts:
+            yield p
+
+
+@pytest.mark.parametrize("body", [b"data: ab\xe2\x82\xe2\n\n", b"data: \xf0\x9f\x98\x80 x\xff\n\n",
+                                  b"ok \xe4\xb8\xad\xe6\x96\x87 \xe4\xb8\x41 more"])
+def test_invalid_utf8_is_named_at_its_byte_however_the_body_is_cut(body: bytes) -> None:
+    from nbstream.sources.sse import BadStream, checked_text
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        expected = exc.start  # where a decoder of the whole body says it goes wrong
+    else:  # pragma: no cover - the bodies above are all invalid
+        raise AssertionError("valid body")
+
+    async def read(parts: list[bytes]) -> str:
+        return "".join([t async for t in checked_text(_Body(parts))])  # type: ignore[arg-type]
+
+    for cut in range(1, len(body)):  # every place the body may be cut in two
+        with pytest.raises(BadStream, match=rf"not valid UTF-8 \(byte {expected}\)"):
+            asyncio.run(read([body[:cut], body[cut:]]))
+    with pytest.raises(BadStream, match=rf"not valid UTF-8 \(byte {expected}\)"):
+        asyncio.run(read([body[i:i + 1] for i in range(len(body))]))  # a byte at a time

@@ -756,11 +756,13 @@ async def checked_text(response: httpx.Response,
     offset = 0  # bytes of the body before this part
     line = 0  # bytes of the current line so far
     async for part in response.aiter_bytes():
+        carried = len(decoder.getstate()[0])  # a character's first bytes, from the part before
         try:
             text = decoder.decode(part)
         except UnicodeDecodeError as exc:
-            raise BadStream(f"the stream is not valid UTF-8 (byte {offset + exc.start})") \
-                from None
+            # exc.start counts from the carried bytes
+            raise BadStream(f"the stream is not valid UTF-8 (byte {offset - carried + exc.start})"
+                            ) from None
         segments = _NEWLINE.split(part)  # the first continues the current line
         longest = max([line + len(segments[0]), *(len(s) for s in segments[1:])])
         if longest > max_line:
