@@ -40,13 +40,14 @@ def test_responsiveness_bench_runs_end_to_end(jupyterlab: JupyterLab) -> None:
         assert r["chars"] > 0 and r["widget"]["renders"] > 0, r["widget"]
         assert r["probe_idle_ms"]["n"] == 2, r["probe_idle_ms"]
         assert len(r["probes"]["stream"]) == r["probe_stream_ms"]["n"], r["probes"]
-        # the long tasks of the stream (none is fine): each over 50 ms, counted once
+        # the long tasks of the stream (none is fine): each over 50 ms, counted once (the
+        # browser gives a long task's duration in whole ms: one of 50.0x ms reads 50)
         lt = r["long_tasks"]
         assert isinstance(lt["count"], int) and isinstance(lt["idle_count"], int), lt
         if lt["count"] == 0:
             assert lt["max_ms"] == 0 and lt["total_ms"] == 0, lt
         else:
-            assert 50 < lt["max_ms"] <= lt["total_ms"] + 0.1, lt
+            assert 50 <= lt["max_ms"] <= lt["total_ms"] + 0.1, lt
         trace = r["trace"]
         assert "error" not in trace, trace
         # the page's main thread was found, and the stream was marked in it
