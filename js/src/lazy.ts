@@ -340,8 +340,7 @@ export class LazyRenderer {
       return;
     }
     if (this.holding > 0) {
-      this.looking = true; // in its frames (tick)
-      return;
+      return; // in its frames (tick)
     }
     const budget = this.budgetMs;
     const start = now();
@@ -393,7 +392,6 @@ export class LazyRenderer {
       this.options.root.classList.add(OPENING_CLASS);
     }
     this.holding = 2;
-    this.looking = true;
     this.request();
   }
 

@@ -496,7 +496,6 @@ export class MessageList {
     if (this.lazy?.holdingEnd === true) {
       // a history whose end renders in frames of its own, the list not shown: it settles
       // there (reading its layout now would lay it out in the task that built it)
-      this.lazy.flush();
       return;
     }
     const last = this.list.lastElementChild as HTMLElement | null;
