@@ -88,17 +88,17 @@ interface Chunk {
 }
 
 /** What a render left undone: counters of chunks.ts and math.ts, before it. */
-interface Undone {
+export interface Undone {
   misses: number;
   deferrals: number;
 }
 
-function undoneNow(): Undone {
+export function undoneNow(): Undone {
   return { misses: misses(), deferrals: mathDeferrals() };
 }
 
 /** Whether a chunk was missed, or a formula left for later, since `before`. */
-function undoneSince(before: Undone): { missed: boolean; mathLeft: boolean } {
+export function undoneSince(before: Undone): { missed: boolean; mathLeft: boolean } {
   return { missed: misses() !== before.misses, mathLeft: mathDeferrals() !== before.deferrals };
 }
 

@@ -33,12 +33,11 @@
 import { MessageAttachments } from "./attachments";
 import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
-import { type ChunkName, missedChunks, misses, onChunk } from "./chunks";
+import { type ChunkName, missedChunks, onChunk } from "./chunks";
 import { browserScheduler, type FrameScheduler, type Timer } from "./frame";
 import type { Highlighter } from "./highlight";
-import { FullSink, MarkdownSink, type Sink, warmUp } from "./incremental";
+import { FullSink, MarkdownSink, type Sink, undoneNow, undoneSince, warmUp } from "./incremental";
 import { ATTACH_CHUNK, ATTACH_FIRST, LazyRenderer } from "./lazy";
-import { mathDeferrals } from "./math";
 import { FINAL_STATUSES, type ToolRun } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
 import { ScrollFollower } from "./scroll";
@@ -531,13 +530,13 @@ export class MessageList {
     final: boolean,
     now: number,
   ): void {
-    const before = misses();
-    const deferrals = mathDeferrals();
+    const undone = undoneNow();
     this.renderParts(node, e, replaced, appended, reasoningAppended, tail, final, now);
-    if (misses() !== before) {
+    const { missed, mathLeft } = undoneSince(undone);
+    if (missed) {
       this.waitForChunks(node);
     }
-    if (mathDeferrals() !== deferrals) {
+    if (mathLeft) {
       this.typesetLater(node);
     }
   }
