@@ -8,6 +8,7 @@ too, so the view's "Copy all" and ``to_markdown()`` agree.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 from collections.abc import Iterator, Sequence
@@ -33,6 +34,7 @@ from nbstream.core.pieces import Reasoning
 from nbstream.sources import IteratorSource, ScriptedSource
 from nbstream.sources.base import ChatMessage
 from nbstream.widgets.widget import StreamingWidget
+from nbstream.widgets.wire import HISTORY_SLICE_CHARS, history_slices
 
 FIXTURE = Path(__file__).parent / "data" / "conversation_markdown.json"
 CASES = json.loads(FIXTURE.read_text(encoding="utf-8"))["cases"]
@@ -171,6 +173,58 @@ def test_history_messages_reach_the_view_through_the_message_keys(
     assert metas["m10"]["finish_reason"] == "length"
     # a view created later (get_state) gets the same
     assert conversation_of(chat.get_state()) == view
+    chat.close()
+
+
+def test_a_long_history_reaches_the_view_in_slices_newest_first(
+    sent: list[dict[str, Any]],
+) -> None:
+    # 400 messages of model-shaped Markdown, ~0.3 MB: no one update carries it all
+    body = ("## Step {i}\n\nSome **bold** text, `code`, and a list:\n\n- one\n- two\n\n"
+            "```python\nprint({i})\n```\n\n| a | b |\n|---|---|\n| 1 | 2 |\n\n"
+            "数学 $e^{{i\\pi}}+1=0$ 🎉\n") * 6
+    history = [{"role": "user" if i % 2 == 0 else "assistant",
+                "content": f"Question {i}?" if i % 2 == 0 else body.format(i=i)}
+               for i in range(400)]
+    chat = ChatWidget(ScriptedSource("x"), messages=history)
+    wait_until(lambda: all(f"m{i}" in model_of(sent) for i in range(1, 401)),
+               message="the whole history's keys")
+    updates = [m["state"] for m in list(sent) if m.get("method") == "update"
+               and any(k[1:].isdigit() for k in m["state"])]
+    metas = [sorted(int(k[1:]) for k in u if k[1:].isdigit()) for u in updates]
+    assert len(metas) >= 4  # in slices, each about HISTORY_SLICE_CHARS
+    assert all(len(json.dumps(u)) < 2 * HISTORY_SLICE_CHARS for u in updates)
+    # newest first: the first update names every id and carries the end; each later
+    # one the run just above the one before
+    assert updates[0]["last_id"] == 400 and metas[0][-1] == 400
+    for newer, older in itertools.pairwise(metas):
+        assert older[-1] == newer[0] - 1
+    assert metas[-1][0] == 1
+    assert sorted(i for m in metas for i in m) == list(range(1, 401))
+    # each reply's text with its meta, whole: the view builds the conversation
+    view = conversation_of(model_of(sent))
+    assert [e["text"] for e in view] == [m["content"] for m in history]
+    assert view == conversation_of(chat.get_state())
+    chat.close()
+
+
+def test_history_slices_cover_every_message_once_newest_first() -> None:
+    chat = ChatWidget(ScriptedSource("x"), messages=[
+        {"role": "user" if i % 2 == 0 else "assistant",
+         "content": "x" * (10 if i != 5 else 5_000)} for i in range(12)])
+    entries = chat._history.path()
+    slices = history_slices(entries, budget=100)
+    ids = [e.id for e in entries]
+    flat = [i for replies, others in slices for i in sorted(replies + others,
+                                                            key=lambda m: int(m[1:]))]
+    order = [i for s in reversed(slices) for i in sorted(s[0] + s[1], key=lambda m: int(m[1:]))]
+    assert sorted(flat, key=lambda m: int(m[1:])) == ids and order == ids
+    assert slices[0][0] + slices[0][1] and ids[-1] in slices[0][0] + slices[0][1]
+    big = ids[5]  # a message over the budget travels alone
+    assert ([big], []) in slices
+    assert all(len(r) + len(o) <= 10 for r, o in slices)
+    assert history_slices(entries) == [([i for i in ids if int(i[1:]) % 2 == 0][::-1],
+                                        [i for i in ids if int(i[1:]) % 2 == 1][::-1])]
     chat.close()
 
 

@@ -390,3 +390,26 @@ def test_no_periodic_state_without_a_view_or_while_acks_flow() -> None:
         feed(clock, pump, s, 1, every=0.04, piece="c")
         pump.ack(ch, "m1", deltas[-1].seq, 1.0)
     assert len(publishes) == n0
+
+
+def test_a_history_goes_a_slice_a_step_in_the_order_given() -> None:
+    clock = FakeClock()
+    pump = Pump(clock=clock, start=False)
+    outs: list[Outgoing] = []
+    ch = pump.open_channel(outs.append)
+    pump.send_history(ch, [(["m4"], ["m3"]), (["m2"], ["m1"]), ([], ["m0"])])
+    # one slice a step, each whole (the reply's deltas from 0 with its meta), and the
+    # next step due at once while slices are left
+    assert pump.step(clock()) == clock()
+    assert pump.step(clock()) == clock()
+    assert math.isinf(pump.step(clock()))
+    assert [(sorted(o.changed), o.resend) for o in outs] == [
+        (["m3", "m4"], {"m4": 0}), (["m1", "m2"], {"m2": 0}), (["m0"], {})]
+    assert math.isinf(pump.step(clock())) and len(outs) == 3  # nothing left
+    # what else is due goes along: a stream's first piece is not held behind the slices
+    s = Stream("m9", clock=clock)
+    pump.send_history(ch, [(["m4"], []), (["m2"], [])])
+    pump.add_stream(ch, s)
+    s.put("hi")
+    pump.step(clock())
+    assert [d.id for d in outs[-1].deltas] == ["m9"] and outs[-1].resend == {"m4": 0}

@@ -327,7 +327,9 @@ export class MessageList {
    * {@link ATTACH_FIRST} new messages, while the list follows its bottom)
    * goes into the DOM from its end: the last {@link ATTACH_FIRST} now, the
    * rest a chunk per frame above them ({@link attachChunk}); their entries
-   * wait meanwhile (painted when their node is made).
+   * wait meanwhile (painted when their node is made). Messages that arrive
+   * above those shown (a loaded history comes newest slice first) wait and
+   * enter the same way, with no second hold of the end.
    */
   reconcile(order: readonly string[]): void {
     const keep = new Set(order);
@@ -344,15 +346,28 @@ export class MessageList {
     let waiting = 0;
     let history = false;
     if (this.lazy !== null) {
+      // new messages after the last one this list has, and whether any came above its first
       let added = 0;
-      for (const id of order) {
-        if (!this.nodes.has(id) && !this.waitingEntries.has(id)) {
+      let first = -1;
+      let above = false;
+      for (let i = 0; i < order.length; i++) {
+        const id = order[i] as string;
+        if (this.nodes.has(id) || this.waitingEntries.has(id)) {
+          first = first < 0 ? i : first;
+          added = 0;
+        } else {
           added++;
+          above = above || first < 0;
         }
       }
       if (firstIn !== undefined) {
         // still attaching: the messages above the first one in the DOM keep waiting
         waiting = Math.max(0, order.indexOf(firstIn));
+      } else if (above && first > 0) {
+        // older messages arrived above those shown (a history comes newest slice
+        // first, nbstream/widgets/wire.py history_slices): they go into the DOM a
+        // chunk a frame, above, keeping the reader's place (lazy.ts)
+        waiting = first;
       }
       if (added > ATTACH_FIRST && this.scroll.isFollowing) {
         // a history arriving at once (even after a first message): its end first,

@@ -578,6 +578,59 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     );
   });
 
+  it("a history that comes newest slice first shows its end once, the older slices enter above it", () => {
+    // as the kernel sends a loaded history (nbstream/widgets/wire.py history_slices):
+    // the first update names every id (last_id) and carries the newest messages
+    const n = 300;
+    const { state } = history(n);
+    const slice = (from: number, to: number) =>
+      Object.fromEntries(
+        Object.entries(state).filter(([k]) => {
+          const m = /^m(\d+)/.exec(k);
+          return m !== null && Number(m[1]) >= from && Number(m[1]) <= to;
+        }),
+      );
+    const rest = Object.fromEntries(Object.entries(state).filter(([k]) => !/^m\d/.test(k)));
+    const model = new FakeModel({ mode: "chat", ...rest, ...slice(201, n) });
+    const el = document.createElement("div");
+    document.body.append(el);
+    cleanups.push(() => el.remove());
+    const frames = new FakeFrames();
+    cleanups.push(
+      mountChat(model, el, { scheduler: frames, now: steppingClock(4), idle: null, lazy: true }),
+    );
+    const list = el.querySelector(".nbs-messages") as HTMLElement;
+    const last = () => list.querySelector(`[data-id="m${n}"]`) as HTMLElement;
+    const ids = () => [...list.children].map((c) => (c as HTMLElement).dataset.id);
+    expect(list.classList.contains(OPENING_CLASS)).toBe(true); // the end's own frames
+    frames.frame();
+    frames.frame();
+    expect(list.classList.contains(OPENING_CLASS)).toBe(false);
+    expect(last().classList.contains(DEFERRED_CLASS)).toBe(false);
+    // the older slices: above what is shown, a chunk a frame, never hidden again
+    for (const [from, to] of [
+      [101, 200],
+      [1, 100],
+    ] as const) {
+      model.update(slice(from, to));
+      const before = list.children.length;
+      frames.frame();
+      expect(list.classList.contains(OPENING_CLASS)).toBe(false);
+      expect(list.children.length - before).toBeLessThanOrEqual(2 * ATTACH_CHUNK);
+      expect(ids().at(-1)).toBe(`m${n}`);
+      expect(last().classList.contains(DEFERRED_CLASS)).toBe(false);
+    }
+    let frameCount = 0;
+    while (frames.pending > 0 && frameCount < 100) {
+      frames.frame();
+      frameCount++;
+      expect(list.classList.contains(OPENING_CLASS)).toBe(false);
+    }
+    expect(ids()).toEqual(Array.from({ length: n }, (_, i) => `m${i + 1}`));
+    expect(last().querySelector(".nbs-md h2")?.textContent).toBe(`Answer ${n}`);
+    expect((list.querySelector('[data-id="m2"]') as HTMLElement).dataset.status).toBe("done");
+  });
+
   it("copies all of it, placeholders and messages not yet in the DOM included", async () => {
     const n = 300;
     const { el, entries } = mount(n);

@@ -82,6 +82,7 @@ from .wire import (
     ViewMessageFilter,
     WireEncoder,
     check_view_debug,
+    history_slices,
     message_state,
     parse_view_msg,
     view_files,
@@ -433,10 +434,10 @@ class StreamingWidget(anywidget.AnyWidget):
                 added.append(entry)
             if messages:
                 history.show(new_id[current] if current is not None else added[-1].id)
-        # in one update (a view never shows the first of them alone); a reply's deltas
-        # go with its meta, as a resync from seq 0 does
-        self._pump.send_whole(self._channel, [e.id for e in added if isinstance(e, Reply)],
-                              [e.id for e in added if not isinstance(e, Reply)])
+        # a slice of ~48 KB an update, newest first (a view shows the end at once, the
+        # older messages arrive above it, and no message grows with the history); a
+        # reply's deltas go with its meta, as a resync from seq 0 does
+        self._pump.send_history(self._channel, history_slices(added))
         return added
 
     def _history_changed(self) -> None:

@@ -355,6 +355,43 @@ def wire_body(body: Body) -> DeltaBody:
     return body if isinstance(body, str) else cast(DeltaBody, [list(run) for run in body])
 
 
+#: about how many characters of text one update of a loaded history carries (see
+#: :func:`history_slices`): a browser decodes an update message in one task, ~0.1 ms
+#: a KB of this Markdown (traced), so a slice is a task of a few ms
+HISTORY_SLICE_CHARS = 48_000
+
+
+def _entry_chars(entry: Entry) -> int:
+    """About what ``entry`` weighs on the wire: its text, reasoning and previews."""
+    if isinstance(entry, UserTurn):
+        return len(entry.text) + sum(len(a.preview.data or b"") + len(a.preview.excerpt or "")
+                                     for a in entry.attached)
+    return len(entry.text) + len(entry.reasoning) + 200 * len(entry.tool_calls)
+
+
+def history_slices(entries: Sequence[Entry], budget: int = HISTORY_SLICE_CHARS,
+                   ) -> list[tuple[list[str], list[str]]]:
+    """``entries`` (in the order shown) cut into runs of about ``budget`` characters,
+    **newest run first**, each as ``(reply ids, other ids)`` for
+    :meth:`~nbstream.core.pump.Pump.send_history`: a history loaded at once goes to
+    the views a slice per update, so a view shows its end first and no message grows
+    with the history. A message larger than ``budget`` is a slice of its own."""
+    slices: list[tuple[list[str], list[str]]] = []
+    replies: list[str] = []
+    others: list[str] = []
+    used = 0
+    for entry in reversed(entries):
+        size = _entry_chars(entry)
+        if (replies or others) and used + size > budget:
+            slices.append((replies, others))
+            replies, others, used = [], [], 0
+        (replies if isinstance(entry, Reply) else others).append(entry.id)
+        used += size
+    if replies or others:
+        slices.append((replies, others))
+    return slices
+
+
 def _json_size(value: Any) -> int:
     # as jupyter_client's packer writes it (default separators, UTF-8)
     return len(json.dumps(value, ensure_ascii=False).encode())
