@@ -50,6 +50,9 @@ Direction rules (who may send what, how often, and why):
   - ``"last_id"``: the highest message number given out so far: a view
     enumerates ``m1 .. m<last_id>`` (ids are allocated in conversation order,
     so this is also the order), with no list that grows with the conversation.
+    An id may be named before its keys arrive: a history loaded at once goes in
+    slices of about 48 KB, newest first, one update each (``Pump.send_history``),
+    so the view shows the end at once and the older messages arrive above it.
   - ``"live"``: ``{id: seq}`` of the messages streaming now, the number of
     the last delta sent: how a view notices a lost delta before the end.
   - ``"removed"``: counts removals, so a view rescans for null metas only

@@ -402,7 +402,8 @@ class StreamingWidget(anywidget.AnyWidget):
         """Add ``messages`` (loaded from a file, or given as history: each parent
         before its children) as finished messages, after what is shown, and show the
         branch through ``current`` (their id; None: the last one). They go to the
-        views like any finished reply (their metas and deltas, in one update).
+        views like any finished reply (their metas and deltas), a slice of about
+        48 KB an update, newest first (:func:`~nbstream.widgets.wire.history_slices`).
         Returns the new entries."""
         added: list[Entry] = []
         history = self._history
