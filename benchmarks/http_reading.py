@@ -2,18 +2,24 @@
 
 N ``OpenAISource`` replies stream at once from the project's fake OpenAI-compatible
 server (tests/_servers.py, a separate process), each ``--pieces`` model-shaped pieces
-at ``--rate`` pieces/s, in this process with no widget: only the reading. Two ways,
+at ``--rate`` pieces/s, in this process with no widget: only the reading. Three ways,
 in interleaved rounds:
 
 * **shared loop** (as shipped, nbstream/sources/sse.py): every request runs on one
-  event loop thread (``nbstream-http``), each reply's worker thread emits its pieces;
-* **a loop per reply** (the previous way): each worker thread runs its own event loop
-  for its request and emits on it (``asyncio.run`` of the same request coroutine).
+  event loop thread (``nbstream-http``), each reply's worker thread emits its pieces,
+  handed over in batches: a worker is woken only when it parked on an empty list,
+  and the wakes of one turn of the loop go out once the turn ran;
+* **shared loop, a queue put a piece** (the hand-off before, :class:`QueueRelay`, a
+  copy of it): the same loop, each piece put in the reply's ``queue.SimpleQueue``
+  as it is read, which wakes a parked worker there and then;
+* **a loop per reply** (the way before that): each worker thread runs its own event
+  loop for its request and emits on it (``asyncio.run`` of the same request coroutine).
 
 Printed per way, medians (min-max) over the rounds: the process's CPU time per piece
-and as a share of one core, and how late the main thread (a kernel's, which runs the
-cells) wakes from a 1 ms sleep while they stream (p95 and max): the time it waits for
-its turn. The machine's load average with them. Not a timed test.
+(and the system's part of it: the wakes), as a share of one core, and how late the
+main thread (a kernel's, which runs the cells) wakes from a 1 ms sleep while they
+stream (p95 and max): the time it waits for its turn. The machine's load average with
+them. Not a timed test.
 
     .venv/bin/python benchmarks/http_reading.py [--streams 32] [--rate 100] [--rounds 5]
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import queue
 import statistics
 import sys
 import threading
@@ -37,7 +44,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from many_streams import pieces_of  # noqa: E402
 from soak import ANSWER  # noqa: E402
 
-from nbstream.sources import OpenAISource  # noqa: E402
+from nbstream.sources import OpenAISource, sse  # noqa: E402
 from nbstream.sources.base import ChatMessage  # noqa: E402
 from nbstream.sources.toolcalls import CallIds  # noqa: E402
 
@@ -55,7 +62,59 @@ def per_reply(source: OpenAISource, emit: Any) -> None:
     asyncio.run(source._watch(work, cancel))
 
 
-WAYS = {"shared loop": shared, "a loop per reply": per_reply}
+class QueueRelay:
+    """The hand-off before (to 2026-12-02), kept to measure against: each piece put
+    in a ``SimpleQueue`` as it is read; the worker takes them one ``get`` each."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._waiting = 0
+        self._paused = False
+        self._resume: asyncio.Future[None] | None = None
+
+    def put(self, piece: Any) -> None:
+        with self._lock:
+            self._waiting += 1
+            if self._waiting >= sse.RELAY_HIGH:
+                self._paused = True
+        self._queue.put(piece)
+
+    async def room(self) -> None:
+        with self._lock:
+            if not self._paused:
+                return
+            self._resume = self._loop.create_future()
+            resume = self._resume
+        await resume
+
+    def _took(self) -> None:
+        with self._lock:
+            self._waiting -= 1
+            if not self._paused or self._waiting > sse.RELAY_HIGH // 2:
+                return
+            self._paused = False
+            resume, self._resume = self._resume, None
+        if resume is not None:
+            self._loop.call_soon_threadsafe(sse._set_result, resume)
+
+    def close(self) -> None:
+        self._queue.put(sse._END)
+
+    def pieces(self) -> Any:
+        while True:
+            piece = self._queue.get(timeout=30.0)
+            if piece is sse._END:
+                return
+            yield piece
+            self._took()
+
+
+WAYS = {"shared loop": shared, "shared loop, a queue put a piece": shared,
+        "a loop per reply": per_reply}
+#: the relay class each way's requests hand their pieces over with
+RELAYS: dict[str, Any] = {"shared loop": sse._Relay, "shared loop, a queue put a piece": QueueRelay}
 
 
 def one_round(base_url: str, way: str, streams: int, pieces: list[str], rate: float
@@ -72,19 +131,26 @@ def one_round(base_url: str, way: str, streams: int, pieces: list[str], rate: fl
     workers = [threading.Thread(target=run, args=(i,), name=f"reply-{i}")
                for i in range(streams)]
     late: list[float] = []
-    t0, c0 = time.monotonic(), time.process_time()
-    for w in workers:
-        w.start()
-    while any(w.is_alive() for w in workers):
-        a = time.perf_counter()
-        time.sleep(0.001)
-        late.append((time.perf_counter() - a - 0.001) * 1000)
-    wall, cpu = time.monotonic() - t0, time.process_time() - c0
+    shipped = sse._Relay
+    sse._Relay = RELAYS.get(way, shipped)
+    try:
+        t0, c0, s0 = time.monotonic(), time.process_time(), os.times().system
+        for w in workers:
+            w.start()
+        while any(w.is_alive() for w in workers):
+            a = time.perf_counter()
+            time.sleep(0.001)
+            late.append((time.perf_counter() - a - 0.001) * 1000)
+        wall, cpu = time.monotonic() - t0, time.process_time() - c0
+        system = os.times().system - s0
+    finally:
+        sse._Relay = shipped
     total = sum(counts)
     if total != streams * (len(pieces) + 1):
         raise SystemExit(f"{way}: {total} pieces arrived, {streams * (len(pieces) + 1)} sent")
     late.sort()
-    return {"us_per_piece": cpu / total * 1e6, "core_pct": cpu / wall * 100,
+    return {"us_per_piece": cpu / total * 1e6, "sys_us_per_piece": system / total * 1e6,
+            "core_pct": cpu / wall * 100,
             "late_p95_ms": late[int(0.95 * (len(late) - 1))], "late_max_ms": late[-1]}
 
 
@@ -117,7 +183,9 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.rate:.0f}/s, read in one process (no widget); medians (min-max) of "
           f"{args.rounds} interleaved rounds; load average median "
           f"{statistics.median(loads):.1f} on {os.cpu_count()} CPUs\n")
-    cols = [("CPU per piece", "us_per_piece", "{:.0f} us"), ("of one core", "core_pct", "{:.0f} %"),
+    cols = [("CPU per piece", "us_per_piece", "{:.0f} us"),
+            ("system's part", "sys_us_per_piece", "{:.0f} us"),
+            ("of one core", "core_pct", "{:.0f} %"),
             ("main thread late, p95", "late_p95_ms", "{:.1f} ms"),
             ("max", "late_max_ms", "{:.1f} ms")]
     print("| way | " + " | ".join(c for c, _, _ in cols) + " |")
@@ -129,8 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             cells.append(f"{fmt.format(statistics.median(v))} "
                          f"({fmt.format(min(v))}–{fmt.format(max(v))})")
         print(f"| {way} | " + " | ".join(cells) + " |")
-    a, b = (statistics.median(r["us_per_piece"] for r in results[w]) for w in WAYS)
-    print(f"\nshared loop / a loop per reply, CPU per piece: {a / b:.2f}")
+    cpu = {w: statistics.median(r["us_per_piece"] for r in results[w]) for w in WAYS}
+    print()
+    for way in list(WAYS)[1:]:
+        print(f"shared loop / {way}, CPU per piece: {cpu['shared loop'] / cpu[way]:.2f}")
     return 0
 
 
