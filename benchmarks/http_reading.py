@@ -7,19 +7,20 @@ in interleaved rounds:
 
 * **shared loop** (as shipped, nbstream/sources/sse.py): every request runs on one
   event loop thread (``nbstream-http``), each reply's worker thread emits its pieces,
-  handed over in batches: a worker is woken only when it parked on an empty list,
-  and the wakes of one turn of the loop go out once the turn ran;
-* **shared loop, a queue put a piece** (the hand-off before, :class:`QueueRelay`, a
-  copy of it): the same loop, each piece put in the reply's ``queue.SimpleQueue``
-  as it is read, which wakes a parked worker there and then;
-* **a loop per reply** (the way before that): each worker thread runs its own event
-  loop for its request and emits on it (``asyncio.run`` of the same request coroutine).
+  handed over one ``SimpleQueue.put`` a piece (which wakes the worker if it waits);
+* **shared loop, wakes at the turn's end** (tried 2026-12-02, not shipped:
+  :class:`TurnEndRelay`): the same loop, the pieces in a list the worker takes whole,
+  a worker woken only when it parked on an empty list, and the wakes of one turn of
+  the loop sent once the turn ran;
+* **a loop per reply** (the way before): each worker thread runs its own event loop
+  for its request and emits on it (``asyncio.run`` of the same request coroutine).
 
 Printed per way, medians (min-max) over the rounds: the process's CPU time per piece
-(and the system's part of it: the wakes), as a share of one core, and how late the
-main thread (a kernel's, which runs the cells) wakes from a 1 ms sleep while they
-stream (p95 and max): the time it waits for its turn. The machine's load average with
-them. Not a timed test.
+(and the system's part of it, where the wakes go) and as a share of one core; how late
+the main thread (a kernel's, which runs the cells) wakes from a 1 ms sleep while they
+stream (p95 and max): the time it waits for its turn; and for the two shared-loop ways,
+the hand-off: from a piece put on the loop to its worker taking it (p50 and p95 of
+all the pieces of the round). The machine's load average with them. Not a timed test.
 
     .venv/bin/python benchmarks/http_reading.py [--streams 32] [--rate 100] [--rounds 5]
 """
@@ -62,24 +63,32 @@ def per_reply(source: OpenAISource, emit: Any) -> None:
     asyncio.run(source._watch(work, cancel))
 
 
-class QueueRelay:
-    """The hand-off before (to 2026-12-02), kept to measure against: each piece put
-    in a ``SimpleQueue`` as it is read; the worker takes them one ``get`` each."""
+class TurnEndRelay:
+    """Tried and not shipped (2026-12-02): the pieces in a list the worker takes whole,
+    a wake only for a worker parked on an empty list, and the wakes of one turn of the
+    loop sent together once the turn ran (:func:`_wake_at_turn_end`). The same
+    backpressure as ``sse._Relay``, counted piece by piece."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._pending: list[Any] = []
+        self._signal: queue.SimpleQueue[None] = queue.SimpleQueue()
         self._lock = threading.Lock()
+        self._parked = False
         self._waiting = 0
         self._paused = False
         self._resume: asyncio.Future[None] | None = None
 
     def put(self, piece: Any) -> None:
         with self._lock:
+            self._pending.append(piece)
             self._waiting += 1
             if self._waiting >= sse.RELAY_HIGH:
                 self._paused = True
-        self._queue.put(piece)
+            if not self._parked:
+                return
+            self._parked = False
+        _wake_at_turn_end(self._loop, self._signal)
 
     async def room(self) -> None:
         with self._lock:
@@ -100,21 +109,68 @@ class QueueRelay:
             self._loop.call_soon_threadsafe(sse._set_result, resume)
 
     def close(self) -> None:
-        self._queue.put(sse._END)
+        with self._lock:
+            self._pending.append(sse._END)
+            wake, self._parked = self._parked, False
+        if wake:
+            self._signal.put(None)
 
     def pieces(self) -> Any:
         while True:
-            piece = self._queue.get(timeout=30.0)
-            if piece is sse._END:
-                return
-            yield piece
-            self._took()
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._parked = True
+            if not batch:
+                try:
+                    self._signal.get(timeout=30.0)
+                except queue.Empty:
+                    raise SystemExit("a worker waited 30 s for its pieces") from None
+                continue
+            for piece in batch:
+                if piece is sse._END:
+                    return
+                yield piece
+                self._took()
 
 
-WAYS = {"shared loop": shared, "shared loop, a queue put a piece": shared,
+_due: dict[asyncio.AbstractEventLoop, list[queue.SimpleQueue[None]]] = {}
+
+
+def _wake_at_turn_end(loop: asyncio.AbstractEventLoop, signal: queue.SimpleQueue[None]) -> None:
+    """(loop thread) Wake ``signal``'s worker once the loop's current turn ran."""
+    due = _due.setdefault(loop, [])
+    if not due:
+        def wake() -> None:
+            for s in due:
+                s.put(None)
+            due.clear()
+        loop.call_soon(wake)
+    due.append(signal)
+
+
+#: seconds from a piece put on the loop to its worker taking it, this round
+HANDOFF: list[float] = []
+
+
+def timed(relay: type) -> type:
+    """``relay`` with the hand-off of each piece timed into :data:`HANDOFF`."""
+    class Timed(relay):  # type: ignore[valid-type,misc]
+        def put(self, piece: Any) -> None:
+            super().put((time.perf_counter(), piece))
+
+        def pieces(self) -> Any:
+            for put_at, piece in super().pieces():
+                HANDOFF.append(time.perf_counter() - put_at)
+                yield piece
+    return Timed
+
+
+WAYS = {"shared loop": shared, "shared loop, wakes at the turn's end": shared,
         "a loop per reply": per_reply}
-#: the relay class each way's requests hand their pieces over with
-RELAYS: dict[str, Any] = {"shared loop": sse._Relay, "shared loop, a queue put a piece": QueueRelay}
+#: the relay each shared-loop way's requests hand their pieces over with
+RELAYS: dict[str, type] = {"shared loop": timed(sse._Relay),
+                           "shared loop, wakes at the turn's end": timed(TurnEndRelay)}
 
 
 def one_round(base_url: str, way: str, streams: int, pieces: list[str], rate: float
@@ -131,6 +187,7 @@ def one_round(base_url: str, way: str, streams: int, pieces: list[str], rate: fl
     workers = [threading.Thread(target=run, args=(i,), name=f"reply-{i}")
                for i in range(streams)]
     late: list[float] = []
+    HANDOFF.clear()
     shipped = sse._Relay
     sse._Relay = RELAYS.get(way, shipped)
     try:
@@ -149,9 +206,12 @@ def one_round(base_url: str, way: str, streams: int, pieces: list[str], rate: fl
     if total != streams * (len(pieces) + 1):
         raise SystemExit(f"{way}: {total} pieces arrived, {streams * (len(pieces) + 1)} sent")
     late.sort()
+    handoff = sorted(HANDOFF) or [float("nan")]
     return {"us_per_piece": cpu / total * 1e6, "sys_us_per_piece": system / total * 1e6,
             "core_pct": cpu / wall * 100,
-            "late_p95_ms": late[int(0.95 * (len(late) - 1))], "late_max_ms": late[-1]}
+            "late_p95_ms": late[int(0.95 * (len(late) - 1))], "late_max_ms": late[-1],
+            "handoff_p50_ms": handoff[len(handoff) // 2] * 1000,
+            "handoff_p95_ms": handoff[int(0.95 * (len(handoff) - 1))] * 1000}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -187,20 +247,22 @@ def main(argv: list[str] | None = None) -> int:
             ("system's part", "sys_us_per_piece", "{:.0f} us"),
             ("of one core", "core_pct", "{:.0f} %"),
             ("main thread late, p95", "late_p95_ms", "{:.1f} ms"),
-            ("max", "late_max_ms", "{:.1f} ms")]
+            ("max", "late_max_ms", "{:.1f} ms"),
+            ("hand-off p50", "handoff_p50_ms", "{:.2f} ms"),
+            ("p95", "handoff_p95_ms", "{:.2f} ms")]
     print("| way | " + " | ".join(c for c, _, _ in cols) + " |")
     print("|---|" + "--:|" * len(cols))
     for way, rows in results.items():
         cells = []
         for _, key, fmt in cols:
-            v = [row[key] for row in rows]
+            v = [row[key] for row in rows if row[key] == row[key]]  # (NaN: not measured)
             cells.append(f"{fmt.format(statistics.median(v))} "
-                         f"({fmt.format(min(v))}–{fmt.format(max(v))})")
+                         f"({fmt.format(min(v))}–{fmt.format(max(v))})" if v else "–")
         print(f"| {way} | " + " | ".join(cells) + " |")
     cpu = {w: statistics.median(r["us_per_piece"] for r in results[w]) for w in WAYS}
     print()
     for way in list(WAYS)[1:]:
-        print(f"shared loop / {way}, CPU per piece: {cpu['shared loop'] / cpu[way]:.2f}")
+        print(f"{way} / shared loop, CPU per piece: {cpu[way] / cpu['shared loop']:.2f}")
     return 0
 
 

@@ -1,13 +1,13 @@
 """The hand-off of pieces from the shared HTTP loop to a reply's worker thread
-(nbstream/sources/sse.py ``_Relay``): batches taken whole, a wake only for a
-parked worker, and still every piece in order, backpressure counted piece by
-piece, the end and a dead loop thread seen. No server: the loop side's calls
-are made on the shared loop, the worker's on a thread of the test."""
+(nbstream/sources/sse.py ``_Relay``): every piece in order, backpressure counted
+piece by piece (the request reads on once half of what waited was emitted), the
+end seen from any thread, pieces after the end never emitted, a dead loop thread
+noticed. No server: the loop side's calls are made on the shared loop, the
+worker's on a thread of the test."""
 
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -55,82 +55,46 @@ class Worker:
 
     def join(self) -> None:
         self.thread.join(30)
-        assert not self.thread.is_alive()
-
-
-class CountingSignal:
-    """Stands in for a relay's ``_signal``: records which threads put a wake token."""
-
-    def __init__(self, relay: sse._Relay) -> None:
-        self._queue: queue.SimpleQueue[None] = queue.SimpleQueue()
-        self.put_by: list[str] = []
-        relay._signal = self  # type: ignore[assignment]
-
-    def put(self, item: None) -> None:
-        self.put_by.append(threading.current_thread().name)
-        self._queue.put(item)
-
-    def get(self, timeout: float | None = None) -> None:
-        return self._queue.get(timeout=timeout)
-
-    def empty(self) -> bool:
-        return self._queue.empty()
+        assert not self.thread.is_alive(), "the worker did not see the end"
 
 
 def put_all(relay: sse._Relay, pieces: list[Any]) -> None:
     on_loop(lambda: [relay.put(p) for p in pieces])
 
 
-def test_pieces_put_in_bursts_arrive_in_order_and_whole_batches_wake_once() -> None:
-    """Bursts put while the worker is busy wait in one list, taken whole: fewer
-    wakes than pieces, and every piece in order, the end after the last."""
-    relay = sse._Relay(sse.shared_loop())
-    wakes = 0
-    real_add = sse._Waker.add
-
-    def counting_add(self: sse._Waker, signal: Any) -> None:
-        nonlocal wakes
-        wakes += 1
-        real_add(self, signal)
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sse._Waker, "add", counting_add)
-        worker = Worker(relay, gated=True)
-        wait_until(lambda: relay._parked, 30, "the worker to park on an empty relay")
-        expected: list[Any] = []
-        for burst in range(20):
-            pieces = [f"b{burst}-{i}" for i in range(burst % 7 + 1)]
-            expected += pieces
-            put_all(relay, pieces)
-            if burst % 3 == 0:  # now and then the worker runs dry and parks again
-                worker.allow(len(pieces) + 50)
-        worker.allow(10_000)
-        relay.close()
-        worker.join()
-    assert worker.error is None
-    assert worker.got == expected
-    # a wake only when the worker parked: each burst while it waited for a permit added
-    # to the list it was going to take anyway
-    assert 1 <= wakes < 20, wakes
-
-
-def test_backpressure_is_counted_piece_by_piece_within_a_batch() -> None:
-    """RELAY_HIGH pieces waiting pause the request (``room()`` waits); the worker
-    takes them as one batch, yet the request reads on only once half were emitted,
-    exactly as when it took them one by one."""
+def test_pieces_put_in_bursts_arrive_in_order() -> None:
+    """Bursts put while the worker is busy and while it waits: every piece, in order,
+    the end after the last."""
     relay = sse._Relay(sse.shared_loop())
     worker = Worker(relay, gated=True)
-    wait_until(lambda: relay._parked, 30, "the worker to park on an empty relay")
+    expected: list[Any] = []
+    for burst in range(20):
+        pieces = [f"b{burst}-{i}" for i in range(burst % 7 + 1)]
+        expected += pieces
+        put_all(relay, pieces)
+        if burst % 3 == 0:  # now and then the worker runs dry and waits again
+            worker.allow(len(pieces) + 50)
+    worker.allow(10_000)
+    relay.close()
+    worker.join()
+    assert worker.error is None
+    assert worker.got == expected
+
+
+def test_backpressure_is_counted_piece_by_piece() -> None:
+    """RELAY_HIGH pieces waiting pause the request (``room()`` waits); it reads on
+    once half of them were emitted, not before."""
+    relay = sse._Relay(sse.shared_loop())
+    worker = Worker(relay, gated=True)
     put_all(relay, [f"p{i}" for i in range(sse.RELAY_HIGH)])
     room = asyncio.run_coroutine_threadsafe(relay.room(), sse.shared_loop())
     half = sse.RELAY_HIGH // 2
+    wait_until(lambda: worker.entered >= 1, 30, "the worker to take the first piece")
     # the worker emitted half - 1 pieces and waits in the next emit: still paused
-    wait_until(lambda: worker.entered >= 1, 30, "the worker to take the batch")
     worker.allow(half - 1)
     wait_until(lambda: worker.entered == half, 30, "the worker to reach the mark")
     on_loop(lambda: None)  # a resume sent by then would have run on the loop
     assert not room.done(), "the request read on before half the pieces were emitted"
-    assert relay._pending == []  # the batch was taken whole: counted, not emitted
     worker.allow(1)  # the half-th piece emitted: the request reads on
     room.result(30)
     assert len(worker.got) == half
@@ -151,18 +115,14 @@ def test_a_relay_under_the_mark_never_pauses() -> None:
     assert worker.got == list(range(sse.RELAY_HIGH - 1))
 
 
-def test_the_end_reaches_a_parked_worker_from_any_thread() -> None:
+def test_the_end_reaches_a_waiting_worker_from_any_thread() -> None:
     """``close()`` from a thread that is not the loop's (the request's future may end
-    before the worker added its callback) wakes a parked worker at once."""
+    before the worker added its callback) ends a worker that waits for pieces."""
     relay = sse._Relay(sse.shared_loop())
-    signal = CountingSignal(relay)
     worker = Worker(relay)
-    wait_until(lambda: relay._parked, 30, "the worker to park on an empty relay")
     put_all(relay, ["a", "b"])
-    wait_until(lambda: worker.got == ["a", "b"] and relay._parked, 30, "the two pieces")
+    wait_until(lambda: worker.got == ["a", "b"], 30, "the two pieces")
     relay.close()  # this test's thread
-    # woken by close itself, not left to find the end at its next look a second later
-    assert threading.current_thread().name in signal.put_by
     worker.join()
     assert worker.error is None and worker.got == ["a", "b"]
 
@@ -177,22 +137,9 @@ def test_pieces_after_the_end_are_never_emitted() -> None:
     assert worker.got == ["a"]
 
 
-def test_a_stale_wake_costs_a_look_and_nothing_else() -> None:
-    """A token left in the signal (a wait that timed out just before the loop woke
-    it) makes the worker look once at an empty list and park again."""
-    relay = sse._Relay(sse.shared_loop())
-    relay._signal.put(None)  # the stale token
-    worker = Worker(relay)
-    wait_until(lambda: relay._parked and relay._signal.empty(), 30, "the worker to park")
-    put_all(relay, ["x", "y"])
-    relay.close()
-    worker.join()
-    assert worker.error is None and worker.got == ["x", "y"]
-
-
 def test_a_worker_waiting_on_a_dead_loop_thread_gets_an_error(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The loop thread ended (the interpreter shutting down): a parked worker
+    """The loop thread ended (the interpreter shutting down): a waiting worker
     notices at its next look (every second) instead of waiting for ever."""
     relay = sse._Relay(sse.shared_loop())
     dead = threading.Thread(target=lambda: None)

@@ -23,17 +23,13 @@ GIL with the kernel's main thread, which then waited up to 8.8 ms (4.9-15) for
 its turn; with one loop, 3.9 ms (2.8-5.1), for 6 % less CPU a piece
 (benchmarks/http_reading.py, side by side).
 
-The hand-off (:class:`_Relay`): the loop appends each piece to the relay's list;
-the worker takes the whole list at once and emits it, and is woken (a token in a
-``SimpleQueue``) only when it parked on an empty list; the wakes of one turn of
-the loop go out together once the turn's callbacks ran (:class:`_Waker`), not
-between the reads of the next sockets. What it saves is bounded: with 32 replies
-at 100 pieces/s a worker empties its list long before its next piece, so about 9
-pieces in 10 still wake a parked worker, one wake (a futex and a turn of the GIL)
-a piece, as with a queue put a piece; measured side by side, 0.8-1.0x of the CPU
-a piece (benchmarks/http_reading.py). Fewer wakes would need pieces held back for
-a while, which the reply's latency pays. A worker that falls behind takes what
-piled up in one look.
+The hand-off costs a wake of the worker for most pieces (a futex and a turn of
+the GIL): with 32 replies at 100 pieces/s, 9 pieces in 10 find their worker
+parked, since it emits a piece in microseconds and the next comes 10 ms later.
+Tried and measured side by side (benchmarks/README.md, "32 streams"): pieces
+taken in batches with a wake only for a parked worker cost the same; the wakes
+of one turn of the loop sent once the turn ran saved 0-20 % of the CPU a piece
+but made the hand-off 4x later at p95 (5 -> 20 ms at load 6); neither is used.
 
 One watcher per loop (:class:`_CancelWatch`) looks at the ``cancel`` events of
 all the requests in flight every :data:`_POLL` (10 ms), and only while there
@@ -583,39 +579,26 @@ _END = object()
 class _Relay:
     """Pieces a request read on the shared loop, on their way to the reply's
     worker thread, which emits them. :meth:`put` and :meth:`room` run on the
-    loop's thread, :meth:`pieces` on the worker, :meth:`close` on either.
+    loop's thread, :meth:`pieces` on the worker; ``_waiting`` and ``_paused``
+    are shared, under ``_lock``; ``_resume`` is the loop's."""
 
-    The pieces wait in a list that the worker takes whole: it is woken (a token
-    in ``_signal``) only when it parked on an empty list, never once a piece, and
-    the wakes of one turn of the loop go out together once the turn's callbacks
-    ran (:class:`_Waker`), not in the middle of reading the next socket.
-    ``_pending``, ``_parked``, ``_waiting`` and ``_paused`` are shared, under
-    ``_lock``; ``_resume`` is the loop's."""
-
-    __slots__ = ("_lock", "_loop", "_parked", "_paused", "_pending", "_resume", "_signal",
-                 "_waiting")
+    __slots__ = ("_lock", "_loop", "_paused", "_queue", "_resume", "_waiting")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
-        self._pending: list[Any] = []
-        self._signal: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._lock = threading.Lock()
-        self._parked = False  # the worker waits for a token in _signal
-        self._waiting = 0  # pieces put and not emitted yet
+        self._waiting = 0
         self._paused = False
         self._resume: asyncio.Future[None] | None = None
 
     def put(self, piece: Any) -> None:
         """(loop thread) One piece for the worker to emit."""
         with self._lock:
-            self._pending.append(piece)
             self._waiting += 1
             if self._waiting >= RELAY_HIGH:
                 self._paused = True
-            if not self._parked:
-                return  # the worker is awake: it takes the piece with the others
-            self._parked = False
-        _Waker.of(self._loop).add(self._signal)
+        self._queue.put(piece)
 
     async def room(self) -> None:
         """(loop thread) Returns once the worker is not too far behind."""
@@ -639,62 +622,22 @@ class _Relay:
 
     def close(self) -> None:
         """(any thread) The request ended: no more pieces."""
-        with self._lock:
-            self._pending.append(_END)
-            wake, self._parked = self._parked, False
-        if wake:
-            self._signal.put(None)  # at once: this may not be the loop's thread
+        self._queue.put(_END)
 
     def pieces(self) -> Iterable[Any]:
         """(worker thread) The pieces in order, until the request ended."""
         while True:
-            with self._lock:
-                batch, self._pending = self._pending, []
-                if not batch:
-                    self._parked = True
-            if not batch:
-                try:
-                    self._signal.get(timeout=1.0)
-                except queue.Empty:
-                    if _loop_thread is None or not _loop_thread.is_alive():
-                        raise SourceError("nbstream's HTTP thread ended (the interpreter is "
-                                          "shutting down?)") from None
-                continue  # (a token left by a wait that timed out only costs a look)
-            for piece in batch:
-                if piece is _END:
-                    return
-                yield piece
-                self._took()
-
-
-class _Waker:
-    """The workers to wake once the loop's current turn has run (loop thread only):
-    a burst of pieces read on one turn wakes its workers together, after it."""
-
-    __slots__ = ("__weakref__", "_due", "_loop")
-    _of: ClassVar[weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Waker]] = \
-        weakref.WeakKeyDictionary()
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
-        self._due: list[queue.SimpleQueue[None]] = []
-
-    @classmethod
-    def of(cls, loop: asyncio.AbstractEventLoop) -> _Waker:
-        waker = cls._of.get(loop)
-        if waker is None:
-            waker = cls._of[loop] = cls(loop)
-        return waker
-
-    def add(self, signal: queue.SimpleQueue[None]) -> None:
-        if not self._due:
-            self._loop.call_soon(self._wake)
-        self._due.append(signal)
-
-    def _wake(self) -> None:
-        due, self._due = self._due, []
-        for signal in due:
-            signal.put(None)
+            try:
+                piece = self._queue.get(timeout=1.0)
+            except queue.Empty:
+                if _loop_thread is None or not _loop_thread.is_alive():
+                    raise SourceError("nbstream's HTTP thread ended (the interpreter is "
+                                      "shutting down?)") from None
+                continue
+            if piece is _END:
+                return
+            yield piece
+            self._took()
 
 
 def _set_result(future: asyncio.Future[None]) -> None:
