@@ -29,7 +29,10 @@ parked, since it emits a piece in microseconds and the next comes 10 ms later.
 Tried and measured side by side (benchmarks/README.md, "32 streams"): pieces
 taken in batches with a wake only for a parked worker cost the same; the wakes
 of one turn of the loop sent once the turn ran saved 0-20 % of the CPU a piece
-but made the hand-off 4x later at p95 (5 -> 20 ms at load 6); neither is used.
+(0-2 % in the recorded runs) but handed pieces over later (p50 ~3x; p95 5 -> 20
+ms at load 6); neither is used. The whole hand-off is ~28 % of the CPU a piece;
+saving it needs an ``emit`` that runs here while the reply's stream has room
+and goes to the worker only when it would wait.
 
 One watcher per loop (:class:`_CancelWatch`) looks at the ``cancel`` events of
 all the requests in flight every :data:`_POLL` (10 ms), and only while there
