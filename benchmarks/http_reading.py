@@ -2,18 +2,25 @@
 
 N ``OpenAISource`` replies stream at once from the project's fake OpenAI-compatible
 server (tests/_servers.py, a separate process), each ``--pieces`` model-shaped pieces
-at ``--rate`` pieces/s, in this process with no widget: only the reading. Two ways,
+at ``--rate`` pieces/s, in this process with no widget: only the reading. Three ways,
 in interleaved rounds:
 
 * **shared loop** (as shipped, nbstream/sources/sse.py): every request runs on one
-  event loop thread (``nbstream-http``), each reply's worker thread emits its pieces;
-* **a loop per reply** (the previous way): each worker thread runs its own event loop
+  event loop thread (``nbstream-http``), each reply's worker thread emits its pieces,
+  handed over one ``SimpleQueue.put`` a piece (which wakes the worker if it waits);
+* **shared loop, wakes at the turn's end** (tried 2026-12-02, not shipped:
+  :class:`TurnEndRelay`): the same loop, the pieces in a list the worker takes whole,
+  a worker woken only when it parked on an empty list, and the wakes of one turn of
+  the loop sent once the turn ran;
+* **a loop per reply** (the way before): each worker thread runs its own event loop
   for its request and emits on it (``asyncio.run`` of the same request coroutine).
 
 Printed per way, medians (min-max) over the rounds: the process's CPU time per piece
-and as a share of one core, and how late the main thread (a kernel's, which runs the
-cells) wakes from a 1 ms sleep while they stream (p95 and max): the time it waits for
-its turn. The machine's load average with them. Not a timed test.
+(and the system's part of it, where the wakes go) and as a share of one core; how late
+the main thread (a kernel's, which runs the cells) wakes from a 1 ms sleep while they
+stream (p95 and max): the time it waits for its turn; and for the two shared-loop ways,
+the hand-off: from a piece put on the loop to its worker taking it (p50 and p95 of
+all the pieces of the round). The machine's load average with them. Not a timed test.
 
     .venv/bin/python benchmarks/http_reading.py [--streams 32] [--rate 100] [--rounds 5]
 """
@@ -23,6 +30,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import queue
 import statistics
 import sys
 import threading
@@ -37,7 +45,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 from many_streams import pieces_of  # noqa: E402
 from soak import ANSWER  # noqa: E402
 
-from nbstream.sources import OpenAISource  # noqa: E402
+from nbstream.sources import OpenAISource, sse  # noqa: E402
 from nbstream.sources.base import ChatMessage  # noqa: E402
 from nbstream.sources.toolcalls import CallIds  # noqa: E402
 
@@ -55,7 +63,114 @@ def per_reply(source: OpenAISource, emit: Any) -> None:
     asyncio.run(source._watch(work, cancel))
 
 
-WAYS = {"shared loop": shared, "a loop per reply": per_reply}
+class TurnEndRelay:
+    """Tried and not shipped (2026-12-02): the pieces in a list the worker takes whole,
+    a wake only for a worker parked on an empty list, and the wakes of one turn of the
+    loop sent together once the turn ran (:func:`_wake_at_turn_end`). The same
+    backpressure as ``sse._Relay``, counted piece by piece."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._pending: list[Any] = []
+        self._signal: queue.SimpleQueue[None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._parked = False
+        self._waiting = 0
+        self._paused = False
+        self._resume: asyncio.Future[None] | None = None
+
+    def put(self, piece: Any) -> None:
+        with self._lock:
+            self._pending.append(piece)
+            self._waiting += 1
+            if self._waiting >= sse.RELAY_HIGH:
+                self._paused = True
+            if not self._parked:
+                return
+            self._parked = False
+        _wake_at_turn_end(self._loop, self._signal)
+
+    async def room(self) -> None:
+        with self._lock:
+            if not self._paused:
+                return
+            self._resume = self._loop.create_future()
+            resume = self._resume
+        await resume
+
+    def _took(self) -> None:
+        with self._lock:
+            self._waiting -= 1
+            if not self._paused or self._waiting > sse.RELAY_HIGH // 2:
+                return
+            self._paused = False
+            resume, self._resume = self._resume, None
+        if resume is not None:
+            self._loop.call_soon_threadsafe(sse._set_result, resume)
+
+    def close(self) -> None:
+        with self._lock:
+            self._pending.append(sse._END)
+            wake, self._parked = self._parked, False
+        if wake:
+            self._signal.put(None)
+
+    def pieces(self) -> Any:
+        while True:
+            with self._lock:
+                batch, self._pending = self._pending, []
+                if not batch:
+                    self._parked = True
+            if not batch:
+                try:
+                    self._signal.get(timeout=30.0)
+                except queue.Empty:
+                    raise SystemExit("a worker waited 30 s for its pieces") from None
+                continue
+            for piece in batch:
+                if piece is sse._END:
+                    return
+                yield piece
+                self._took()
+
+
+_due: dict[asyncio.AbstractEventLoop, list[queue.SimpleQueue[None]]] = {}
+
+
+def _wake_at_turn_end(loop: asyncio.AbstractEventLoop, signal: queue.SimpleQueue[None]) -> None:
+    """(loop thread) Wake ``signal``'s worker once the loop's current turn ran."""
+    due = _due.setdefault(loop, [])
+    if not due:
+        def wake() -> None:
+            for s in due:
+                s.put(None)
+            due.clear()
+        loop.call_soon(wake)
+    due.append(signal)
+
+
+#: seconds from a piece put on the loop to its worker taking it, this round
+HANDOFF: list[float] = []
+
+
+def timed(relay: type) -> type:
+    """``relay`` with the hand-off of each piece timed into :data:`HANDOFF`."""
+    class Timed(relay):  # type: ignore[valid-type,misc]
+        def put(self, piece: Any) -> None:
+            super().put((time.perf_counter(), piece))
+
+        def pieces(self) -> Any:
+            for put_at, piece in super().pieces():
+                HANDOFF.append(time.perf_counter() - put_at)
+                yield piece
+    return Timed
+
+
+WAYS = {"shared loop": shared, "shared loop, wakes at the turn's end": shared,
+        "a loop per reply": per_reply}
+#: the relay each shared-loop way's requests hand their pieces over with
+RELAYS: dict[str, type] = {"shared loop": timed(sse._Relay),
+                           "shared loop, wakes at the turn's end": timed(TurnEndRelay)}
 
 
 def one_round(base_url: str, way: str, streams: int, pieces: list[str], rate: float
@@ -72,20 +187,31 @@ def one_round(base_url: str, way: str, streams: int, pieces: list[str], rate: fl
     workers = [threading.Thread(target=run, args=(i,), name=f"reply-{i}")
                for i in range(streams)]
     late: list[float] = []
-    t0, c0 = time.monotonic(), time.process_time()
-    for w in workers:
-        w.start()
-    while any(w.is_alive() for w in workers):
-        a = time.perf_counter()
-        time.sleep(0.001)
-        late.append((time.perf_counter() - a - 0.001) * 1000)
-    wall, cpu = time.monotonic() - t0, time.process_time() - c0
+    HANDOFF.clear()
+    shipped = sse._Relay
+    sse._Relay = RELAYS.get(way, shipped)
+    try:
+        t0, c0, s0 = time.monotonic(), time.process_time(), os.times().system
+        for w in workers:
+            w.start()
+        while any(w.is_alive() for w in workers):
+            a = time.perf_counter()
+            time.sleep(0.001)
+            late.append((time.perf_counter() - a - 0.001) * 1000)
+        wall, cpu = time.monotonic() - t0, time.process_time() - c0
+        system = os.times().system - s0
+    finally:
+        sse._Relay = shipped
     total = sum(counts)
     if total != streams * (len(pieces) + 1):
         raise SystemExit(f"{way}: {total} pieces arrived, {streams * (len(pieces) + 1)} sent")
     late.sort()
-    return {"us_per_piece": cpu / total * 1e6, "core_pct": cpu / wall * 100,
-            "late_p95_ms": late[int(0.95 * (len(late) - 1))], "late_max_ms": late[-1]}
+    handoff = sorted(HANDOFF) or [float("nan")]
+    return {"us_per_piece": cpu / total * 1e6, "sys_us_per_piece": system / total * 1e6,
+            "core_pct": cpu / wall * 100,
+            "late_p95_ms": late[int(0.95 * (len(late) - 1))], "late_max_ms": late[-1],
+            "handoff_p50_ms": handoff[len(handoff) // 2] * 1000,
+            "handoff_p95_ms": handoff[int(0.95 * (len(handoff) - 1))] * 1000}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -117,20 +243,26 @@ def main(argv: list[str] | None = None) -> int:
           f"{args.rate:.0f}/s, read in one process (no widget); medians (min-max) of "
           f"{args.rounds} interleaved rounds; load average median "
           f"{statistics.median(loads):.1f} on {os.cpu_count()} CPUs\n")
-    cols = [("CPU per piece", "us_per_piece", "{:.0f} us"), ("of one core", "core_pct", "{:.0f} %"),
+    cols = [("CPU per piece", "us_per_piece", "{:.0f} us"),
+            ("system's part", "sys_us_per_piece", "{:.0f} us"),
+            ("of one core", "core_pct", "{:.0f} %"),
             ("main thread late, p95", "late_p95_ms", "{:.1f} ms"),
-            ("max", "late_max_ms", "{:.1f} ms")]
+            ("max", "late_max_ms", "{:.1f} ms"),
+            ("hand-off p50", "handoff_p50_ms", "{:.2f} ms"),
+            ("p95", "handoff_p95_ms", "{:.2f} ms")]
     print("| way | " + " | ".join(c for c, _, _ in cols) + " |")
     print("|---|" + "--:|" * len(cols))
     for way, rows in results.items():
         cells = []
         for _, key, fmt in cols:
-            v = [row[key] for row in rows]
+            v = [row[key] for row in rows if row[key] == row[key]]  # (NaN: not measured)
             cells.append(f"{fmt.format(statistics.median(v))} "
-                         f"({fmt.format(min(v))}–{fmt.format(max(v))})")
+                         f"({fmt.format(min(v))}–{fmt.format(max(v))})" if v else "–")
         print(f"| {way} | " + " | ".join(cells) + " |")
-    a, b = (statistics.median(r["us_per_piece"] for r in results[w]) for w in WAYS)
-    print(f"\nshared loop / a loop per reply, CPU per piece: {a / b:.2f}")
+    cpu = {w: statistics.median(r["us_per_piece"] for r in results[w]) for w in WAYS}
+    print()
+    for way in list(WAYS)[1:]:
+        print(f"{way} / shared loop, CPU per piece: {cpu[way] / cpu['shared loop']:.2f}")
     return 0
 
 

@@ -662,3 +662,31 @@ def test_invalid_utf8_is_named_at_its_byte_however_the_body_is_cut(body: bytes) 
             asyncio.run(read([body[:cut], body[cut:]]))
     with pytest.raises(BadStream, match=rf"not valid UTF-8 \(byte {expected}\)"):
         asyncio.run(read([body[i:i + 1] for i in range(len(body))]))  # a byte at a time
+
+
+@pytest.mark.parametrize("body", [b"ab\ncdefgh\r\nij\rklmnopqr\n\nst", b"abcdefghi\nx",
+                                  b"x\r\n" * 5 + b"abcdefgh", b"abcdefgh\r\nabcdefgh\rabcdefgh\n",
+                                  b"a\r\r\nabcdefghi"])
+def test_a_line_over_the_limit_is_caught_however_the_body_is_cut(body: bytes) -> None:
+    """A line of ``max_line`` bytes passes and one byte more is an error, wherever the
+    parts are cut (checked_text skips the line split for a part that cannot make a
+    line too long: the two paths must agree)."""
+    import re
+
+    from nbstream.sources.sse import BadStream, checked_text
+
+    max_line = 8
+    too_long = any(len(line) > max_line for line in re.split(rb"\r\n|\r|\n", body))
+
+    async def read(parts: list[bytes]) -> str:
+        return "".join([t async for t in checked_text(_Body(parts), max_line)])  # type: ignore[arg-type]
+
+    cuts = [[body[:i], body[i:]] for i in range(1, len(body))]
+    cuts += [[body[:i], body[i:j], body[j:]] for i in range(1, len(body)) for j in range(i + 1, len(body))]
+    cuts.append([body[i:i + 1] for i in range(len(body))])
+    for parts in cuts:
+        if too_long:
+            with pytest.raises(BadStream, match="a line longer than 8 bytes"):
+                asyncio.run(read(parts))
+        else:
+            assert asyncio.run(read(parts)) == body.decode(), parts

@@ -23,6 +23,17 @@ GIL with the kernel's main thread, which then waited up to 8.8 ms (4.9-15) for
 its turn; with one loop, 3.9 ms (2.8-5.1), for 6 % less CPU a piece
 (benchmarks/http_reading.py, side by side).
 
+The hand-off costs a wake of the worker for most pieces (a futex and a turn of
+the GIL): with 32 replies at 100 pieces/s, 9 pieces in 10 find their worker
+parked, since it emits a piece in microseconds and the next comes 10 ms later.
+Tried and measured side by side (benchmarks/README.md, "32 streams"): pieces
+taken in batches with a wake only for a parked worker cost the same; the wakes
+of one turn of the loop sent once the turn ran saved 0-20 % of the CPU a piece
+(0-2 % in the recorded runs) but handed pieces over later (p50 ~3x; p95 5 -> 20
+ms at load 6); neither is used. The whole hand-off is ~28 % of the CPU a piece;
+saving it needs an ``emit`` that runs here while the reply's stream has room
+and goes to the worker only when it would wait.
+
 One watcher per loop (:class:`_CancelWatch`) looks at the ``cancel`` events of
 all the requests in flight every :data:`_POLL` (10 ms), and only while there
 are some, and cancels the task of each request whose event is set, which closes
@@ -756,19 +767,24 @@ async def checked_text(response: httpx.Response,
     offset = 0  # bytes of the body before this part
     line = 0  # bytes of the current line so far
     async for part in response.aiter_bytes():
-        carried = len(decoder.getstate()[0])  # a character's first bytes, from the part before
         try:
             text = decoder.decode(part)
         except UnicodeDecodeError as exc:
-            # exc.start counts from the carried bytes
+            # exc.start counts from a character's first bytes carried over from the
+            # part before (a failed decode leaves them in the decoder's state)
+            carried = len(decoder.getstate()[0])
             raise BadStream(f"the stream is not valid UTF-8 (byte {offset - carried + exc.start})"
                             ) from None
-        segments = _NEWLINE.split(part)  # the first continues the current line
-        longest = max([line + len(segments[0]), *(len(s) for s in segments[1:])])
-        if longest > max_line:
-            raise BadStream(f"the stream has a line longer than {max_line:,} bytes "
-                            f"(by byte {offset + len(part):,}): not a stream of events")
-        line = line + len(part) if len(segments) == 1 else len(segments[-1])
+        if line + len(part) <= max_line:  # no line can be too long: where the last one starts
+            end = max(part.rfind(b"\n"), part.rfind(b"\r"))
+            line = line + len(part) if end < 0 else len(part) - end - 1
+        else:
+            segments = _NEWLINE.split(part)  # the first continues the current line
+            longest = max([line + len(segments[0]), *(len(s) for s in segments[1:])])
+            if longest > max_line:
+                raise BadStream(f"the stream has a line longer than {max_line:,} bytes "
+                                f"(by byte {offset + len(part):,}): not a stream of events")
+            line = line + len(part) if len(segments) == 1 else len(segments[-1])
         offset += len(part)
         if text:
             yield text
