@@ -170,16 +170,28 @@ const WARM_TEXT = [
   "",
 ].join("\n");
 
+/** The parts of the renderer {@link warmUp} prepares, one at a time. */
+export type WarmPart = "parser" | "sanitizer";
+
+/** The warm text's HTML, kept from the parser's warm-up for the sanitizer's. */
+let warmHtml: string | null = null;
+
 /**
- * Renders a short text of the usual Markdown through the parser, the renderer
- * and the sanitizer, and drops it: V8 compiles their code the first time it
- * runs (~25 ms of a 1,000-message chat's first render in JupyterLab, traced),
- * so a caller that has a frame to spare before a costly first render
- * (lazy.ts, a history's end) moves that compiling into it. About 1 ms once
- * compiled.
+ * Renders a short text of the usual Markdown through the parser and the
+ * renderer (`"parser"`, markdown-it) or the sanitizer (`"sanitizer"`,
+ * DOMPurify), and drops it: V8 compiles their code the first time it runs
+ * (~25 ms of a 1,000-message chat's first render in JupyterLab, traced; the
+ * two parts ~15 and ~20 ms cold, in frames of their own), so a caller that
+ * has frames to spare before a costly first render (lazy.ts, a history's
+ * end) moves that compiling into them. About 1 ms once compiled.
  */
-export function warmUp(doc: Document): void {
-  renderOnce(doc, WARM_TEXT);
+export function warmUp(doc: Document, part: WarmPart): void {
+  if (part === "parser") {
+    warmHtml = renderHtml(WARM_TEXT);
+  } else {
+    sanitize(doc, warmHtml ?? renderHtml(WARM_TEXT));
+    warmHtml = null;
+  }
 }
 
 /**

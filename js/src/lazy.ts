@@ -37,13 +37,14 @@
  *   The task that builds the list for a history (its first
  *   {@link ATTACH_FIRST} messages and their placeholders, the page's layout
  *   of them) does not also render its end: the list stays invisible
- *   ({@link OPENING_CLASS}) while the next frame prepares the renderer
+ *   ({@link OPENING_CLASS}) while the next two frames prepare the renderer
  *   ({@link LazyHost.warm}: the first Markdown rendered in a page compiles
- *   the parser, renderer and sanitizer, ~25 ms of V8 compiling on its own,
- *   traced) and the frame after renders the end and shows the list, at its
- *   bottom. Each was one task before: a 1,000-message chat opened in
- *   JupyterLab took 107–122 ms in one (traced), and 28–39 ms a task this
- *   way. No frame shows the placeholders where the end will be.
+ *   the parser and renderer, then the sanitizer, ~25 ms of V8 compiling in
+ *   all, traced, and 30–36 ms in one frame at the benchmark's load) and the
+ *   frame after renders the end and shows the list, at its bottom. Each was
+ *   one task before: a 1,000-message chat opened in JupyterLab took 107–122
+ *   ms in one (traced), and 28–39 ms a task this way. No frame shows the
+ *   placeholders where the end will be.
  * - **What comes near, a batch per frame.** After a scroll (and after new
  *   placeholders or messages came in), a frame finds the messages within one
  *   view height above and below the view (a binary search over their
@@ -74,6 +75,7 @@
  * or while a history enters the DOM. Runs on the browser's main thread only.
  */
 import type { FrameScheduler, Timer } from "./frame";
+import type { WarmPart } from "./incremental";
 
 /** Text rendered at once at the end of a list that follows its bottom (characters). */
 export const TAIL_CHARS = 2000;
@@ -161,11 +163,12 @@ export interface LazyHost {
   /** After a batch rendered in a frame of its own: settle the list (follow the bottom). */
   settled(): void;
   /**
-   * Prepares the renderer for the messages about to render (compiles its
-   * code paths on a small text of its own): called in the frame before a
-   * held end renders ({@link LazyRenderer.holdEnd}).
+   * Prepares a part of the renderer for the messages about to render
+   * (compiles its code paths on a small text of its own): called in the two
+   * frames before a held end renders ({@link LazyRenderer.holdEnd}), the
+   * parser's part first.
    */
-  warm(): void;
+  warm(part: WarmPart): void;
   /**
    * Adds the next chunk of messages waiting to be put in the DOM (above
    * those in it); returns whether more wait.
@@ -209,8 +212,11 @@ export class LazyRenderer {
   private attaching = false;
   /** a frame should look for placeholders near the view */
   private looking = false;
-  /** a history's end waits for frames of its own: 2 (warm the renderer next), 1 (render it next), 0 */
-  private holding: 0 | 1 | 2 = 0;
+  /**
+   * a history's end waits for frames of its own: 3 (warm the parser next), 2
+   * (the sanitizer next), 1 (render it next), 0
+   */
+  private holding: 0 | 1 | 2 | 3 = 0;
   private disposed = false;
   /** the list's width for estimates, as last seen in a frame (never read while painting) */
   private width = 700;
@@ -391,7 +397,7 @@ export class LazyRenderer {
     if (this.holding === 0) {
       this.options.root.classList.add(OPENING_CLASS);
     }
-    this.holding = 2;
+    this.holding = 3;
     this.request();
   }
 
@@ -523,11 +529,11 @@ export class LazyRenderer {
       return;
     }
     const { host, now, root } = this.options;
-    if (this.holding === 2) {
-      this.holding = 1;
-      host.warm();
+    if (this.holding >= 2) {
+      host.warm(this.holding === 3 ? "parser" : "sanitizer");
+      this.holding = this.holding === 3 ? 2 : 1;
       this.request();
-      return; // the renderer's first compiling is this frame's work
+      return; // a part of the renderer's first compiling is this frame's work
     }
     if (this.holding === 1) {
       this.holding = 0;

@@ -227,7 +227,7 @@ export class MessageList {
           following: () => this.scroll.isFollowing,
           shift: (dy) => this.scroll.shift(dy),
           settled: () => this.settle(),
-          warm: () => warmUp(doc),
+          warm: (part) => warmUp(doc, part),
           attach: () => this.attachChunk(),
         },
       });

@@ -9,6 +9,7 @@
 import { afterEach, describe, expect, it } from "vitest";
 import { mountChat } from "../src/chat";
 import type { Timer } from "../src/frame";
+import type { WarmPart } from "../src/incremental";
 import {
   ATTACH_CHUNK,
   ATTACH_FIRST,
@@ -254,10 +255,10 @@ describe("LazyRenderer", () => {
     expect(rendered).toEqual([els.at(-1)?.dataset.id, els.at(-2)?.dataset.id]);
   });
 
-  it("holds a history's end for frames of its own: the renderer warmed in one, the end shown in the next", () => {
+  it("holds a history's end for frames of its own: the parser warmed in one, the sanitizer in the next, the end shown in the third", () => {
     const b = bareList(12, 300);
-    const warmed: number[] = [];
-    b.host.warm = () => void warmed.push(b.rendered.length);
+    const warmed: [WarmPart, number][] = [];
+    b.host.warm = (part) => void warmed.push([part, b.rendered.length]);
     // as messages.ts settles a list: its end first (renderTail), then its bottom
     b.host.settled = () => {
       b.lazy.renderTail();
@@ -271,8 +272,14 @@ describe("LazyRenderer", () => {
     b.lazy.flush();
     expect(b.rendered).toEqual([]);
     expect(b.frames.pending).toBe(1);
-    b.frames.frame(); // the renderer's first compiling, alone
-    expect(warmed).toEqual([0]);
+    b.frames.frame(); // the parser's first compiling, alone
+    expect(warmed).toEqual([["parser", 0]]);
+    expect(b.frames.pending).toBe(1);
+    b.frames.frame(); // the sanitizer's, alone
+    expect(warmed).toEqual([
+      ["parser", 0],
+      ["sanitizer", 0],
+    ]);
     expect(b.rendered).toEqual([]);
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
     b.frames.frame(); // the end, rendered, and the list shown
@@ -280,7 +287,7 @@ describe("LazyRenderer", () => {
     expect(b.rendered.length).toBeGreaterThan(0);
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(false);
     expect(b.lazy.holdingEnd).toBe(false);
-    expect(warmed).toEqual([0]);
+    expect(warmed.length).toBe(2);
     // from then on the end renders at once again (a new answer's placeholder)
     const count = b.rendered.length;
     b.lazy.renderTail();
@@ -294,17 +301,18 @@ describe("LazyRenderer", () => {
     expect(away.lazy.holdingEnd).toBe(false);
     expect(away.root.classList.contains(OPENING_CLASS)).toBe(false);
     const b = bareList(12, 300);
-    let warms = 0;
-    b.host.warm = () => void warms++;
+    const warms: WarmPart[] = [];
+    b.host.warm = (part) => void warms.push(part);
     b.lazy.holdEnd();
-    b.frames.frame(); // warmed
-    b.lazy.holdEnd(); // more history came: its end waits for two frames again
+    b.frames.frame(); // the parser warmed
+    b.lazy.holdEnd(); // more history came: its end waits for three frames again
+    b.frames.frame();
     b.frames.frame();
     expect(b.rendered).toEqual([]);
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
     b.frames.frame();
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(false);
-    expect(warms).toBe(2);
+    expect(warms).toEqual(["parser", "parser", "sanitizer"]);
   });
 
   it("asks for a frame once the list settled, only if placeholders are left", () => {
@@ -490,9 +498,11 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     // built, not shown: its end renders in frames of its own (the renderer warmed first)
     expect(list.classList.contains(OPENING_CLASS)).toBe(true);
     expect(last.classList.contains(DEFERRED_CLASS)).toBe(true);
-    frames.frame();
-    expect(list.classList.contains(OPENING_CLASS)).toBe(true);
-    expect(last.classList.contains(DEFERRED_CLASS)).toBe(true);
+    for (let i = 0; i < 2; i++) {
+      frames.frame(); // the renderer warmed, a part a frame
+      expect(list.classList.contains(OPENING_CLASS)).toBe(true);
+      expect(last.classList.contains(DEFERRED_CLASS)).toBe(true);
+    }
     expect(reads).toEqual([]);
     frames.frame();
     expect(list.classList.contains(OPENING_CLASS)).toBe(false);
@@ -603,6 +613,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const last = () => list.querySelector(`[data-id="m${n}"]`) as HTMLElement;
     const ids = () => [...list.children].map((c) => (c as HTMLElement).dataset.id);
     expect(list.classList.contains(OPENING_CLASS)).toBe(true); // the end's own frames
+    frames.frame();
     frames.frame();
     frames.frame();
     expect(list.classList.contains(OPENING_CLASS)).toBe(false);
