@@ -171,7 +171,7 @@ const WARM_TEXT = [
 ].join("\n");
 
 /** The parts of the renderer {@link warmUp} prepares, one at a time. */
-export type WarmPart = "parser" | "sanitizer";
+export type WarmPart = "parser" | "sanitizer" | "layout";
 
 /** The warm text's HTML, kept from the parser's warm-up for the sanitizer's. */
 let warmHtml: string | null = null;
@@ -183,15 +183,23 @@ let warmHtml: string | null = null;
  * (~25 ms of a 1,000-message chat's first render in JupyterLab, traced; the
  * two parts ~15 and ~20 ms cold, in frames of their own), so a caller that
  * has frames to spare before a costly first render (lazy.ts, a history's
- * end) moves that compiling into them. About 1 ms once compiled.
+ * end) moves that compiling into them. About 1 ms once compiled. `"layout"`
+ * returns the text rendered, for the caller to lay out where nobody sees it
+ * (the browser's first shaping and line breaking of Chinese text and emoji
+ * cost ~15–20 ms of the first layout that has them, traced); the others
+ * return null.
  */
-export function warmUp(doc: Document, part: WarmPart): void {
+export function warmUp(doc: Document, part: WarmPart): DocumentFragment | null {
+  if (part === "layout") {
+    return renderOnce(doc, WARM_TEXT);
+  }
   if (part === "parser") {
     warmHtml = renderHtml(WARM_TEXT);
   } else {
     sanitize(doc, warmHtml ?? renderHtml(WARM_TEXT));
     warmHtml = null;
   }
+  return null;
 }
 
 /**

@@ -37,10 +37,12 @@
  *   The task that builds the list for a history (its first
  *   {@link ATTACH_FIRST} messages and their placeholders, the page's layout
  *   of them) does not also render its end: the list stays invisible
- *   ({@link OPENING_CLASS}) while the next two frames prepare the renderer
- *   ({@link LazyHost.warm}: the first Markdown rendered in a page compiles
- *   the parser and renderer, then the sanitizer, ~25 ms of V8 compiling in
- *   all, traced, and 30–36 ms in one frame at the benchmark's load) and the
+ *   ({@link OPENING_CLASS}) while the next three frames prepare the
+ *   renderer ({@link LazyHost.warm}: the first Markdown rendered in a page
+ *   compiles the parser and renderer, then the sanitizer, ~25 ms of V8
+ *   compiling in all, traced, and 30–42 ms in one frame at the benchmark's
+ *   load; then a short text of it is laid out, hidden: the first layout of
+ *   Chinese text and emoji cost ~15–20 ms more of the end's frame) and the
  *   frame after renders the end and shows the list, at its bottom. Each was
  *   one task before: a 1,000-message chat opened in JupyterLab took 107–122
  *   ms in one (traced), and 28–39 ms a task this way. No frame shows the
@@ -94,6 +96,8 @@ export const ATTACH_CHUNK = 25;
 export const FRAME_BUDGET_MS = 8;
 /** The class of a list whose end waits for its frame ({@link LazyRenderer.holdEnd}): not shown. */
 export const OPENING_CLASS = "nbs-opening";
+/** The parts of the renderer a held end warms, a frame each, in order ({@link LazyHost.warm}). */
+const WARM_STEPS: readonly WarmPart[] = ["parser", "sanitizer", "layout"];
 /** A placeholder holding a search match is tried again after this long (ms). */
 export const MARK_RETRY_MS = 1000;
 /** The class of a deferred message element. */
@@ -164,9 +168,10 @@ export interface LazyHost {
   settled(): void;
   /**
    * Prepares a part of the renderer for the messages about to render
-   * (compiles its code paths on a small text of its own): called in the two
-   * frames before a held end renders ({@link LazyRenderer.holdEnd}), the
-   * parser's part first.
+   * (compiles its code paths, or lays out, a small text of its own): called
+   * in the three frames before a held end renders
+   * ({@link LazyRenderer.holdEnd}), the parser's part, the sanitizer's, then
+   * the layout's (what it lays out goes once the end rendered: `settled`).
    */
   warm(part: WarmPart): void;
   /**
@@ -213,10 +218,10 @@ export class LazyRenderer {
   /** a frame should look for placeholders near the view */
   private looking = false;
   /**
-   * a history's end waits for frames of its own: 3 (warm the parser next), 2
-   * (the sanitizer next), 1 (render it next), 0
+   * a history's end waits for frames of its own: 4 (warm the parser next), 3
+   * (the sanitizer next), 2 (the layout next), 1 (render it next), 0
    */
-  private holding: 0 | 1 | 2 | 3 = 0;
+  private holding: 0 | 1 | 2 | 3 | 4 = 0;
   private disposed = false;
   /** the list's width for estimates, as last seen in a frame (never read while painting) */
   private width = 700;
@@ -397,7 +402,7 @@ export class LazyRenderer {
     if (this.holding === 0) {
       this.options.root.classList.add(OPENING_CLASS);
     }
-    this.holding = 3;
+    this.holding = 4;
     this.request();
   }
 
@@ -530,10 +535,10 @@ export class LazyRenderer {
     }
     const { host, now, root } = this.options;
     if (this.holding >= 2) {
-      host.warm(this.holding === 3 ? "parser" : "sanitizer");
-      this.holding = this.holding === 3 ? 2 : 1;
+      host.warm(WARM_STEPS[4 - this.holding] as WarmPart);
+      this.holding = (this.holding - 1) as 1 | 2 | 3;
       this.request();
-      return; // a part of the renderer's first compiling is this frame's work
+      return; // a part of the renderer's first run is this frame's work
     }
     if (this.holding === 1) {
       this.holding = 0;

@@ -36,7 +36,15 @@ import type { Entry, MessageChange } from "./buffer";
 import { type ChunkName, missedChunks, onChunk } from "./chunks";
 import { browserScheduler, type FrameScheduler, type Timer } from "./frame";
 import type { Highlighter } from "./highlight";
-import { FullSink, MarkdownSink, type Sink, undoneNow, undoneSince, warmUp } from "./incremental";
+import {
+  FullSink,
+  MarkdownSink,
+  type Sink,
+  undoneNow,
+  undoneSince,
+  type WarmPart,
+  warmUp,
+} from "./incremental";
 import { ATTACH_CHUNK, ATTACH_FIRST, LazyRenderer } from "./lazy";
 import { FINAL_STATUSES, type ToolRun } from "./protocol";
 import { ReasoningBlock } from "./reasoning";
@@ -174,6 +182,8 @@ export class MessageList {
    * {@link waitingEntries} (painted when their node is made).
    */
   private waiting = 0;
+  /** the text the renderer's warm-up lays out, hidden, until the list settles (see warm) */
+  private warmEl: HTMLElement | null = null;
   private readonly waitingEntries = new Map<string, Readonly<Entry> | null>();
   /**
    * messages rendered while a chunk they needed (math, entities) was not
@@ -227,7 +237,7 @@ export class MessageList {
           following: () => this.scroll.isFollowing,
           shift: (dy) => this.scroll.shift(dy),
           settled: () => this.settle(),
-          warm: (part) => warmUp(doc, part),
+          warm: (part) => this.warm(part),
           attach: () => this.attachChunk(),
         },
       });
@@ -503,6 +513,10 @@ export class MessageList {
    */
   settle(): void {
     this.lazy?.renderTail();
+    if (this.warmEl !== null && this.lazy?.holdingEnd !== true) {
+      this.warmEl.remove(); // laid out in the frame before the end rendered: done
+      this.warmEl = null;
+    }
     for (const tools of this.toolsToSettle) {
       tools.settle();
     }
@@ -516,6 +530,25 @@ export class MessageList {
     const live = last?.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
     this.scroll.settle(live ? last : null);
     this.lazy?.flush();
+  }
+
+  /**
+   * Warms a part of the renderer (lazy.ts, before a history's end renders);
+   * the layout's part is a short rendered text laid out beside the list,
+   * hidden and of no height, until the list settles.
+   */
+  private warm(part: WarmPart): void {
+    const fragment = warmUp(this.doc, part);
+    if (fragment === null || this.list.parentElement === null) {
+      return;
+    }
+    this.warmEl?.remove();
+    this.warmEl = makeElement(this.doc, "div", "nbs-warm");
+    this.warmEl.setAttribute("aria-hidden", "true");
+    const text = makeElement(this.doc, "div", "nbs-text nbs-md");
+    text.append(fragment);
+    this.warmEl.append(text);
+    this.list.after(this.warmEl);
   }
 
   /** Renders a deferred answer whole (lazy.ts asks); returns its text length. */

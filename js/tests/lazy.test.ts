@@ -255,7 +255,7 @@ describe("LazyRenderer", () => {
     expect(rendered).toEqual([els.at(-1)?.dataset.id, els.at(-2)?.dataset.id]);
   });
 
-  it("holds a history's end for frames of its own: the parser warmed in one, the sanitizer in the next, the end shown in the third", () => {
+  it("holds a history's end for frames of its own: the parser warmed in one, the sanitizer, the layout, then the end shown", () => {
     const b = bareList(12, 300);
     const warmed: [WarmPart, number][] = [];
     b.host.warm = (part) => void warmed.push([part, b.rendered.length]);
@@ -276,9 +276,11 @@ describe("LazyRenderer", () => {
     expect(warmed).toEqual([["parser", 0]]);
     expect(b.frames.pending).toBe(1);
     b.frames.frame(); // the sanitizer's, alone
+    b.frames.frame(); // a text laid out, alone
     expect(warmed).toEqual([
       ["parser", 0],
       ["sanitizer", 0],
+      ["layout", 0],
     ]);
     expect(b.rendered).toEqual([]);
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
@@ -287,7 +289,7 @@ describe("LazyRenderer", () => {
     expect(b.rendered.length).toBeGreaterThan(0);
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(false);
     expect(b.lazy.holdingEnd).toBe(false);
-    expect(warmed.length).toBe(2);
+    expect(warmed.length).toBe(3);
     // from then on the end renders at once again (a new answer's placeholder)
     const count = b.rendered.length;
     b.lazy.renderTail();
@@ -305,14 +307,15 @@ describe("LazyRenderer", () => {
     b.host.warm = (part) => void warms.push(part);
     b.lazy.holdEnd();
     b.frames.frame(); // the parser warmed
-    b.lazy.holdEnd(); // more history came: its end waits for three frames again
+    b.lazy.holdEnd(); // more history came: its end waits for four frames again
+    b.frames.frame();
     b.frames.frame();
     b.frames.frame();
     expect(b.rendered).toEqual([]);
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
     b.frames.frame();
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(false);
-    expect(warms).toEqual(["parser", "parser", "sanitizer"]);
+    expect(warms).toEqual(["parser", "parser", "sanitizer", "layout"]);
   });
 
   it("asks for a frame once the list settled, only if placeholders are left", () => {
@@ -498,13 +501,18 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     // built, not shown: its end renders in frames of its own (the renderer warmed first)
     expect(list.classList.contains(OPENING_CLASS)).toBe(true);
     expect(last.classList.contains(DEFERRED_CLASS)).toBe(true);
-    for (let i = 0; i < 2; i++) {
+    for (let i = 0; i < 3; i++) {
       frames.frame(); // the renderer warmed, a part a frame
       expect(list.classList.contains(OPENING_CLASS)).toBe(true);
       expect(last.classList.contains(DEFERRED_CLASS)).toBe(true);
     }
     expect(reads).toEqual([]);
+    // the layout's part: a rendered text beside the list, hidden, of no height
+    const warm = list.parentElement?.querySelector(".nbs-warm") as HTMLElement;
+    expect(warm.getAttribute("aria-hidden")).toBe("true");
+    expect(warm.querySelector(".nbs-md table")).not.toBeNull();
     frames.frame();
+    expect(list.parentElement?.querySelector(".nbs-warm")).toBeNull(); // gone with the hold
     expect(list.classList.contains(OPENING_CLASS)).toBe(false);
     // settled at its bottom once its end rendered, and shown
     expect(reads.length).toBeGreaterThan(0);
@@ -613,9 +621,9 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const last = () => list.querySelector(`[data-id="m${n}"]`) as HTMLElement;
     const ids = () => [...list.children].map((c) => (c as HTMLElement).dataset.id);
     expect(list.classList.contains(OPENING_CLASS)).toBe(true); // the end's own frames
-    frames.frame();
-    frames.frame();
-    frames.frame();
+    for (let i = 0; i < 4; i++) {
+      frames.frame();
+    }
     expect(list.classList.contains(OPENING_CLASS)).toBe(false);
     expect(last().classList.contains(DEFERRED_CLASS)).toBe(false);
     // the older slices: above what is shown, a chunk a frame, never hidden again
