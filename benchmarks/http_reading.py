@@ -63,21 +63,17 @@ def per_reply(source: OpenAISource, emit: Any) -> None:
     asyncio.run(source._watch(work, cancel))
 
 
-class TurnEndRelay:
+class TurnEndRelay(sse._Relay):
     """Tried and not shipped (2026-12-02): the pieces in a list the worker takes whole,
     a wake only for a worker parked on an empty list, and the wakes of one turn of the
     loop sent together once the turn ran (:func:`_wake_at_turn_end`). The same
-    backpressure as ``sse._Relay``, counted piece by piece."""
+    backpressure as ``sse._Relay`` (its ``room`` and ``_took``), counted piece by piece."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._loop = loop
+        super().__init__(loop)
         self._pending: list[Any] = []
         self._signal: queue.SimpleQueue[None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
         self._parked = False
-        self._waiting = 0
-        self._paused = False
-        self._resume: asyncio.Future[None] | None = None
 
     def put(self, piece: Any) -> None:
         with self._lock:
@@ -89,24 +85,6 @@ class TurnEndRelay:
                 return
             self._parked = False
         _wake_at_turn_end(self._loop, self._signal)
-
-    async def room(self) -> None:
-        with self._lock:
-            if not self._paused:
-                return
-            self._resume = self._loop.create_future()
-            resume = self._resume
-        await resume
-
-    def _took(self) -> None:
-        with self._lock:
-            self._waiting -= 1
-            if not self._paused or self._waiting > sse.RELAY_HIGH // 2:
-                return
-            self._paused = False
-            resume, self._resume = self._resume, None
-        if resume is not None:
-            self._loop.call_soon_threadsafe(sse._set_result, resume)
 
     def close(self) -> None:
         with self._lock:
