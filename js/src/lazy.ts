@@ -78,6 +78,9 @@
  */
 import type { FrameScheduler, Timer } from "./frame";
 import type { WarmPart } from "./incremental";
+// most time spent rendering placeholders in one animation frame (ms; one message at least):
+// the page loop's budget for a frame's script
+import { FRAME_BUDGET_MS } from "./scheduler";
 
 /** Text rendered at once at the end of a list that follows its bottom (characters). */
 export const TAIL_CHARS = 2000;
@@ -92,8 +95,6 @@ export const ATTACH_FIRST = 20;
  * as many chunks a frame as {@link FRAME_BUDGET_MS} allows (one at least).
  */
 export const ATTACH_CHUNK = 25;
-/** Most time spent rendering placeholders in one animation frame (ms; one message at least). */
-export const FRAME_BUDGET_MS = 8;
 /** The class of a list whose end waits for its frame ({@link LazyRenderer.holdEnd}): not shown. */
 export const OPENING_CLASS = "nbs-opening";
 /** The parts of the renderer a held end warms, a frame each, in order ({@link LazyHost.warm}). */

@@ -15,14 +15,13 @@ import {
   ATTACH_FIRST,
   DEFERRED_CLASS,
   estimateHeight,
-  FRAME_BUDGET_MS,
   type LazyHost,
   LazyRenderer,
   MARK_RETRY_MS,
   OPENING_CLASS,
   TAIL_CHARS,
 } from "../src/lazy";
-import { PageLoop } from "../src/scheduler";
+import { FRAME_BUDGET_MS, PageLoop } from "../src/scheduler";
 import { conversationMarkdown } from "../src/transcript";
 import { FakeFrames, FakeModel, steppingClock } from "./fakes";
 
