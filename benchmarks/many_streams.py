@@ -40,6 +40,7 @@ import os
 import statistics
 import sys
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -173,9 +174,29 @@ def run(lab: Any, base_url: str, widgets: int, panes: int, rate: float, repeat: 
     finally:
         lab.shutdown_kernels()
     out = check(r, widgets, panes, repeat)
+    out["loop"] = r.get("loop")
+    out["ws_frames"] = r.get("ws_frames")
+    out["stream_s"] = ((r["end_wall_ms"] - r["start_wall_ms"]) / 1000
+                       if r.get("end_wall_ms") else None)
     if "trace" in r:
         out["trace"] = r["trace"]
     return out
+
+
+def trace_figures(t: dict[str, Any] | None) -> dict[str, Any]:
+    """What a round's trace says per second of the stream: the page's main thread busy
+    (ms/s), its self time by class (ms/s), the frames it painted, long tasks in it."""
+    if not t or not t.get("stream_ms"):
+        return {}
+    s = t["stream_ms"] / 1000
+    return {"busy_pct": t["main_thread_busy_in_stream"],
+            "busy_ms_per_s": round(t["main_thread_busy_in_stream"] * 10, 0),
+            "by_class_ms_per_s": {k: round(v / s, 1)
+                                  for k, v in t["busy_ms_in_stream_by_class"].items()},
+            "by_event_ms_per_s": {k: round(v / s, 1)
+                                  for k, v in t["busy_ms_in_stream_by_event"].items()},
+            "painted_per_s": round(t["frames_in_stream"]["painted"] / s, 1),
+            "long_in_stream": t["long_tasks_in_stream"], "stream_s": round(s, 2)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,7 +211,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--trace", type=Path, metavar="DIR",
                     help="write a Chrome trace (with a CPU profile) of each round's streaming "
-                         "into DIR; its long tasks explained go to --json")
+                         "into DIR; its long tasks explained go to --json, and the page's "
+                         "main thread per second of the stream is printed")
+    ap.add_argument("--against", type=Path, metavar="TREE",
+                    help="another checkout of nbstream (its front end built): each round runs "
+                         "it too, in alternating order, from a JupyterLab of its own whose "
+                         "kernels import it (the build before, side by side)")
     args = ap.parse_args(argv)
     if args.trace is not None:
         args.trace.mkdir(parents=True, exist_ok=True)
@@ -199,41 +225,100 @@ def main(argv: list[str] | None = None) -> int:
     from _servers import start_fake_server
     from conftest import start_jupyterlab
 
+    ways = ["this"] + (["before"] if args.against else [])
     loads: list[float] = []
-    rows: list[dict[str, Any]] = []
+    rows: dict[str, list[dict[str, Any]]] = {w: [] for w in ways}
     server = start_fake_server()
     try:
-        with tempfile.TemporaryDirectory(prefix="nbs-many-") as tmp:
-            root = Path(tmp) / "root"
-            root.mkdir()
-            with start_jupyterlab(root, Path(tmp) / "home") as lab:
-                for i in range(args.rounds):
+        with tempfile.TemporaryDirectory(prefix="nbs-many-") as tmp, ExitStack() as stack:
+            labs: dict[str, Any] = {}
+            for way in ways:
+                root = Path(tmp) / way / "root"
+                root.mkdir(parents=True)
+                env = None
+                if way == "before":
+                    env = {**os.environ, "PYTHONPATH": str(args.against.resolve())}
+                labs[way] = stack.enter_context(
+                    start_jupyterlab(root, Path(tmp) / way / "home", env=env,
+                                     log_name=f"jupyterlab-many-{way}.log"))
+            for i in range(args.rounds):
+                order = ways if i % 2 == 0 else ways[::-1]
+                for way in order:
                     loads.append(os.getloadavg()[0])
-                    row = run(lab, server.base_url, args.widgets, args.panes, args.rate,
+                    row = run(labs[way], server.base_url, args.widgets, args.panes, args.rate,
                               args.repeat, f"many-{i}", probes=args.probes,
                               trace=None if args.trace is None
-                              else args.trace / f"many-{i}.json")
-                    rows.append(row)
+                              else args.trace / f"many-{way}-{i}.json")
+                    row["load"] = loads[-1]
+                    row["traced"] = trace_figures(row.get("trace"))
+                    rows[way].append(row)
                     lags = sorted(row["lags_ms"])
-                    print(f"[round {i + 1}] {row['answers']} answers, wrong: {row['wrong']}; "
-                          f"end lag median {statistics.median(lags):.0f} ms, "
-                          f"max {lags[-1]:.0f} ms; probes {row['probes_busy']} "
-                          f"(idle {row['probes_idle']}); long tasks {row['long_tasks']}",
-                          file=sys.stderr)
+                    print(f"[round {i + 1}, {way}] load {row['load']:.1f}; {row['answers']} "
+                          f"answers, wrong: {row['wrong']}; end lag median "
+                          f"{statistics.median(lags):.0f} ms, max {lags[-1]:.0f} ms; probes "
+                          f"{row['probes_busy']} (idle {row['probes_idle']}); long tasks "
+                          f"{row['long_tasks']}; page loop {row.get('loop')}; websocket "
+                          f"frames {row.get('ws_frames')}; traced "
+                          f"{row['traced']}", file=sys.stderr)
     finally:
         server.stop()
     words = len(pieces_of(ANSWER * args.repeat, "x"))
     n = args.widgets * args.panes
     print(f"\n{n} answers at once ({args.widgets} Compare widgets x {args.panes} panes), "
           f"{words} pieces each at {args.rate:.0f}/s from one server, real JupyterLab + "
-          f"headless Chromium; {args.rounds} round(s); load average median "
-          f"{statistics.median(loads):.1f} on {os.cpu_count()} CPUs\n")
+          f"headless Chromium; {args.rounds} round(s)"
+          + (f" of each way (this tree, and {args.against} before)" if args.against else "")
+          + f"; load average median {statistics.median(loads):.1f} "
+          f"({min(loads):.1f}-{max(loads):.1f}) on {os.cpu_count()} CPUs\n")
+    for way in ways:
+        report(way, rows[way], len(ways) > 1)
+    if len(ways) > 1:
+        print("\n| way | probe from the mousedown x idle | kernel's part x idle | long tasks | "
+              "page loop: frames that changed the DOM / s | view runs / s | frame cost p50 / "
+              "p95 | main thread busy (traced) | load |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+        for way in ways:
+            print(summary_row(way, rows[way]))
+    if args.json:
+        args.json.write_text(json.dumps(rows if len(ways) > 1 else rows["this"], indent=1))
+    return 0
+
+
+def med(xs: list[float | None]) -> float | None:
+    ys = [x for x in xs if x is not None]
+    return statistics.median(ys) if ys else None
+
+
+def summary_row(way: str, rows: list[dict[str, Any]]) -> str:
+    """One way's medians over its rounds."""
+    def r(name: str) -> float | None:
+        return med([ratio(x[f"{name}_during_ms"], x[f"{name}_idle_ms"]) for x in rows])
+
+    def per_s(key: str) -> float | None:
+        return med([x["loop"][key] / (x["stream_s"]) if x.get("loop") and x.get("stream_s")
+                    else None for x in rows])
+
+    def loop(key: str) -> float | None:
+        return med([x["loop"][key] if x.get("loop") else None for x in rows])
+
+    busy = med([x["traced"].get("busy_pct") for x in rows])
+    return (f"| {way} | {fmt(r('click'), '.1f')}x | {fmt(r('kernel'), '.1f')}x | "
+            f"{fmt(med([x['long_tasks'] for x in rows]))} | {fmt(per_s('render_frames'), '.1f')} | "
+            f"{fmt(per_s('runs'), '.1f')} | {fmt(loop('cost_ms_p50'))} / "
+            f"{fmt(loop('cost_ms_p95'))} ms | {fmt(busy, '.0f')} % | "
+            f"{fmt(med([x['load'] for x in rows]), '.1f')} |")
+
+
+def report(way: str, rows: list[dict[str, Any]], named: bool) -> None:
+    """One way's rounds, as a table."""
+    if named:
+        print(f"\n{way}:")
     all_wrong = [w for r in rows for w in r["wrong"]]
     print(f"complete and in order: {sum(r['answers'] for r in rows) - len(all_wrong)} of "
           f"{sum(r['answers'] for r in rows)}" + (f" (wrong: {all_wrong})" if all_wrong else ""))
     print("\n| round | end lag per answer: min / median / p90 / max (stdev) | "
           + " | ".join(f"{label}: streaming / idle" for _, _, label in PROBE_FIGURES)
-          + " | long tasks (longest) |\n|--:|--:|" + "--:|" * len(PROBE_FIGURES) + "--:|")
+          + " | long tasks (longest) | load |\n|--:|--:|" + "--:|" * len(PROBE_FIGURES)
+          + "--:|--:|")
     for i, r in enumerate(rows):
         lags = sorted(r["lags_ms"])
         cells = [f"{fmt(r[f'{n}_during_ms'])} / {fmt(r[f'{n}_idle_ms'])} ms = "
@@ -243,15 +328,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {i + 1} | {lags[0]:.0f} / {statistics.median(lags):.0f} / "
               f"{lags[int(0.9 * (len(lags) - 1))]:.0f} / {lags[-1]:.0f} ms "
               f"({statistics.pstdev(lags):.0f}) | " + " | ".join(cells)
-              + f" | {r['long_tasks']} ({r['long_max_ms']} ms) |")
+              + f" | {r['long_tasks']} ({r['long_max_ms']} ms) | {r['load']:.1f} |")
     for name, _, label in PROBE_FIGURES:
         ratios = [x for x in (ratio(r[f"{name}_during_ms"], r[f"{name}_idle_ms"]) for r in rows)
                   if x is not None]
-        print(f"\n{label}, while streaming / idle: median over rounds "
+        print(f"{label}, while streaming / idle: median over rounds "
               f"{fmt(statistics.median(ratios) if ratios else None, '.1f')}x (target <= 2x)")
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
-    return 0
+    traced = [r["traced"] for r in rows if r.get("traced")]
+    if traced:
+        print("\nthe page's main thread per second of the stream (traced), by round:")
+        for i, t in enumerate(traced):
+            print(f"  {i + 1}: busy {t['busy_ms_per_s']:.0f} ms/s, painted frames "
+                  f"{t['painted_per_s']}/s, long tasks {t['long_in_stream']}; by class "
+                  f"{t['by_class_ms_per_s']}; by event {t['by_event_ms_per_s']}")
 
 
 if __name__ == "__main__":

@@ -248,6 +248,46 @@ def test_global_budget_shares_rate_between_streams() -> None:
     assert max(per_stream.values()) - min(per_stream.values()) <= 2  # fair
 
 
+def test_a_widgets_streams_go_together_one_message_per_interval() -> None:
+    """A Compare's panes (one channel, four streams) whose pieces come at staggered
+    times: once the first is due, the others with text pending and half their
+    interval gone go in the same message, so the widget sends about one message per
+    interval (the page handles each whole), not one per stream; every text complete,
+    in order, and no stream flushed more often than its interval allows."""
+    clock = FakeClock()
+    pump = Pump(clock=clock, start=False, max_rate=1e9)
+    messages: list[list[Delta]] = []
+    ch = pump.open_channel(lambda out: messages.append(list(out.deltas)) if out.deltas
+                           else None, 0.1)
+    streams = [Stream(f"p{i}", clock=clock) for i in range(4)]
+    for s in streams:
+        pump.add_stream(ch, s)
+        s.set_status("running")
+    pump.step(clock())
+    put = {s.id: "" for s in streams}
+    for tick in range(2000):  # 5 s; each pane a piece every 10 ms, the panes 2.5 ms apart
+        clock.advance(0.0025)
+        s = streams[tick % 4]
+        piece = f"{s.id}.{tick} "
+        s.put(piece)
+        put[s.id] += piece
+        pump.step(clock())
+    for s in streams:
+        s.finish()
+    pump.step(clock())
+    got: dict[str, str] = {s.id: "" for s in streams}
+    for m in messages:
+        assert len({d.id for d in m}) == len(m)  # a stream at most once a message
+        for d in m:
+            got[d.id] += d.text
+    assert got == put  # complete and in order
+    # 50 intervals in 5 s: a message each (and the 4 leading edges, the end), not 4 each
+    assert len(messages) <= 5 / 0.1 + 6
+    assert sum(len(m) for m in messages) >= 3 * len(messages) - 8  # most carry all four
+    per_stream = [sum(1 for m in messages for d in m if d.id == s.id) for s in streams]
+    assert max(per_stream) <= 5 / 0.1 + 3  # no stream flushed more often for it
+
+
 def test_pump_thread_is_woken_by_first_piece() -> None:
     pump = Pump()
     try:

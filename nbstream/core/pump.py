@@ -22,7 +22,12 @@ is 180 deltas/s, leaving room for state updates under ~200 messages/s).
 Rhythm (leading edge + bounded rate, as in tqdm and rich.live): the first
 piece of a stream is sent at once, because time to first token is what makes
 streaming feel fast; after that a stream flushes at most once per interval,
-and all text that arrived in between travels as one delta. A stream that ends
+and all text that arrived in between travels as one delta. The streams of one
+widget flush together: when one is due, the widget's others with text pending and
+half their interval gone go in the same message, so a ``Compare`` of four panes
+sends one message per interval, not four (the page handles every message whole:
+its websocket frame, JupyterLab, the widget manager; 8 Compares of 4 panes sent
+42 % fewer comm messages at the median, benchmarks/many_streams.py). A stream that ends
 is settled at once, its unsent tail sent with its final meta in one message.
 A loading model's progress reports (``Stream.take_loading``) follow the same
 rhythm: the first at once, then the latest at most every
@@ -390,6 +395,19 @@ class Pump:
                     d = s.take(now)
                     if d is not None:
                         out.deltas.append(d)
+                if out.deltas:
+                    # a message goes out: the channel's other streams with text pending go
+                    # in it too if half their interval passed, so that a widget of several
+                    # streams (a Compare's panes) sends one message per interval, not one
+                    # per stream: the page handles each message whole (its websocket,
+                    # JupyterLab, the widget manager), whatever it carries
+                    taken = {d.id for d in out.deltas}
+                    for s in ch.streams:
+                        if s.id not in taken:
+                            d = s.take(now, early=s.interval / 2)
+                            if d is not None:
+                                out.deltas.append(d)
+                for s in ch.streams:
                     due = s.due_at()
                     if due is not None:
                         next_at = min(next_at, due)

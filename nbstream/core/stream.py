@@ -573,10 +573,12 @@ class Stream:
             t = min(t, last_piece + lim.stall)
         return t
 
-    def take(self, now: float) -> Delta | None:
-        """Return the pending text as one delta if one is due at ``now``."""
+    def take(self, now: float, early: float = 0.0) -> Delta | None:
+        """Return the pending text as one delta if one is due at ``now``, or within
+        ``early`` seconds of it (the pump sends the streams of one widget together)."""
         with self._cond:
-            if self._final or not self._pending or now < self._last_flush + self._interval:
+            if (self._final or not self._pending
+                    or now + early < self._last_flush + self._interval):
                 return None
             if self._window_full():
                 return None

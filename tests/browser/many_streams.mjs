@@ -83,9 +83,54 @@ async function probe(page, cellIndex, timeout) {
   };
 }
 
+/** The page loop's work over the stream: its counters' differences, and its frames. */
+function loopFigures(before, after) {
+  const diff = {};
+  for (const k of ['frames', 'render_frames', 'runs', 'urgent_runs', 'deferred', 'long_frames', 'long_render_frames']) {
+    diff[k] = (after[k] ?? 0) - (before[k] ?? 0);
+  }
+  const recent = after.recent ?? [];
+  const q = (xs, p) => {
+    if (xs.length === 0) return null;
+    const s = [...xs].sort((a, b) => a - b);
+    return s[Math.min(s.length - 1, Math.floor(p * s.length))];
+  };
+  const costs = recent.map((f) => f.cost_ms).filter((c) => c !== null);
+  return {
+    ...diff,
+    views: after.views,
+    recent_frames: recent.length,
+    views_per_frame_p50: q(recent.map((f) => f.views), 0.5),
+    script_ms_p50: q(recent.map((f) => f.script_ms), 0.5),
+    settle_ms_p50: q(recent.map((f) => f.settle_ms), 0.5),
+    cost_ms_p50: q(costs, 0.5),
+    cost_ms_p95: q(costs, 0.95),
+    spacing_ms: after.spacing_ms,
+    budget_ms: after.budget_ms,
+  };
+}
+
+/** msg_type of a kernel websocket frame (v1 binary protocol or JSON): the header's comes first. */
+function msgType(payload) {
+  const head = typeof payload === 'string' ? payload.slice(0, 4000) : payload.subarray(0, 4000).toString('latin1');
+  const m = /"msg_type":\s*"([a-z_]+)"/.exec(head);
+  return m ? m[1] : 'unknown';
+}
+
 await scenario(async ({ page, params }) => {
   const n = params.widgets ?? 8;
   const probeCell = params.probe_cell ?? 1;
+  // the kernel's websocket frames while the answers stream, by msg_type, each way
+  const frames = { on: false, received: {}, sent: {} };
+  page.on('websocket', (ws) => {
+    if (!ws.url().includes('/channels')) return;
+    ws.on('framereceived', (f) => {
+      if (frames.on) frames.received[msgType(f.payload)] = (frames.received[msgType(f.payload)] ?? 0) + 1;
+    });
+    ws.on('framesent', (f) => {
+      if (frames.on) frames.sent[msgType(f.payload)] = (frames.sent[msgType(f.payload)] ?? 0) + 1;
+    });
+  });
   await openNotebook(page, params.notebook);
   await runCell(page, params.setup_cell ?? 0);
   await page.waitForFunction((n) => document.querySelectorAll('.nbs-chat').length >= n, n, { timeout: 60_000 });
@@ -113,7 +158,19 @@ await scenario(async ({ page, params }) => {
   });
   const long = await watchLongTasks(page);
   const tracing = params.trace ? await startTrace(page, { profile: true }) : null;
-  const startWall = await page.evaluate(() => performance.timeOrigin + performance.now());
+  // the page loop's counters before the stream (scheduler.ts; the stream's are the difference)
+  const loopStats = () =>
+    page.evaluate(() => {
+      const l = window.__nbstreamFrames1;
+      return l ? JSON.parse(JSON.stringify(l.stats)) : null;
+    });
+  const loopBefore = await loopStats();
+  await page.evaluate(() => performance.mark('nbs-trace-start'));
+  frames.on = true;
+  const startWall = await page.evaluate(() => {
+    performance.mark('nbs-stream-start');
+    return performance.timeOrigin + performance.now();
+  });
   await runCell(page, params.start_cell ?? 2);
   // probes while the answers stream: the first after probe_after_ms, then one every
   // probe_every_ms (each after the one before answered)
@@ -125,6 +182,12 @@ await scenario(async ({ page, params }) => {
     busy.push(await probe(page, probeCell, 120_000));
   }
   for (let i = 0; i < n; i++) await waitAllFinal(page, { index: i, timeout: 180_000 });
+  const endWall = await page.evaluate(() => {
+    performance.mark('nbs-stream-end');
+    return performance.timeOrigin + performance.now();
+  });
+  frames.on = false;
+  const loopAfter = await loopStats();
   await page.waitForTimeout(300);
   const longTasks = await long.read();
   let explained = null;
@@ -158,6 +221,9 @@ await scenario(async ({ page, params }) => {
     kernel,
     chars,
     start_wall_ms: startWall,
+    end_wall_ms: endWall,
+    ws_frames: frames,
+    loop: loopAfter && loopBefore ? loopFigures(loopBefore, loopAfter) : null,
     probes_idle: idle,
     probes_busy: busy,
     long_tasks: longTasks.count,
