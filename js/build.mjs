@@ -3,8 +3,9 @@
 // sends once in its shared runtime model (nbstream/widgets/runtime.py);
 // loader.js, the small `_esm` of every widget that imports them from there
 // (src/loader.ts); the chunks math.js (Temml), highlight.js (highlight.js),
-// entities.js (HTML's named character references) and linkify.js
-// (linkify-it: bare URLs and e-mail addresses), which the runtime model
+// entities.js (HTML's named character references), linkify.js
+// (linkify-it: bare URLs and e-mail addresses) and glyphs.js (src/glyphs.ts:
+// the fonts for a long history's characters), which the runtime model
 // carries only once a message needs them (src/chunks.ts); and standalone.js,
 // widget.js with every chunk, for where widgets carry the whole front end
 // (marimo). markdown-it's import of the `entities` package resolves to
@@ -92,6 +93,7 @@ const math = await module("chunks/math", "math.js");
 const highlight = await module("chunks/highlight", "highlight.js");
 const entities = await module("chunks/entities", "entities.js");
 const linkify = await module("chunks/linkify", "linkify.js");
+const glyphs = await module("chunks/glyphs", "glyphs.js");
 const standalone = await module("standalone", "standalone.js");
 await esbuild.build({
   ...common,
@@ -107,6 +109,7 @@ const outputs = [
   ["highlight.js", highlight],
   ["entities.js", entities],
   ["linkify.js", linkify],
+  ["glyphs.js", glyphs],
   ["standalone.js", standalone],
 ];
 for (const [name, result] of outputs) {

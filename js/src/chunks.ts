@@ -6,7 +6,9 @@
  * parses; each is a module of its own (`chunks/math.ts`,
  * `chunks/highlight.ts`, `chunks/entities.ts`, `chunks/linkify.ts`, built
  * into `nbstream/static/`), fetched the first time a formula, a closed code
- * block, a rarer `&name;` or text that may hold a link is rendered.
+ * block, a rarer `&name;` or text that may hold a link is rendered. So is
+ * the glyph warmer (`chunks/glyphs.ts`, glyphs.ts), the first time a long
+ * history keeps placeholders with characters beyond Latin (lazy.ts).
  *
  * This module is the bundle's side: a registry of the chunks loaded so far.
  * {@link chunk} returns a loaded chunk, or null after asking for it once; the
@@ -35,6 +37,7 @@
  */
 
 import type { Match as LinkifyMatch } from "linkify-it";
+import type { GlyphWarmer } from "./glyphs";
 import type { ChunkMsg, ChunkName } from "./protocol";
 
 /** The chunks there are (declared in nbstream/widgets/protocol.py). */
@@ -72,11 +75,18 @@ export interface LinkifyChunk {
   LinkifyIt: new () => LinkifyEngine;
 }
 
+/** What the glyphs chunk exports (chunks/glyphs.ts; see glyphs.ts). */
+export interface GlyphsChunk {
+  /** The glyph warmer of the page `doc` (one for every list on it). */
+  pageGlyphs(doc: Document): GlyphWarmer;
+}
+
 interface Chunks {
   math: MathChunk;
   highlight: HighlightChunk;
   entities: EntitiesChunk;
   linkify: LinkifyChunk;
+  glyphs: GlyphsChunk;
 }
 
 /** Where chunks come from: asked once per chunk; it calls {@link provideChunk} when loaded. */

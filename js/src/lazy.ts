@@ -54,6 +54,12 @@
  *   renders the deferred ones, nearest first, at most
  *   {@link FRAME_BUDGET_MS} of rendering a frame (one at least), so
  *   scrolling back through a long chat keeps its frames.
+ * - **Fonts ahead of the reader.** Frames with nothing else to do lay the
+ *   placeholders' characters beyond Latin out, hidden ({@link LazyOptions.glyphs},
+ *   glyphs.ts: a chunk asked for once placeholders stay after the end
+ *   rendered), so that the browser has found their fallback fonts and strikes
+ *   before they scroll into view: the first answers in Chinese, with emoji or
+ *   formulas, cost 40–67 ms of layout in the frame that rendered them.
  * - **The reader's place.** A placeholder above the top of the view that
  *   renders taller or shorter than estimated would move what the reader looks
  *   at (the list opts out of the browser's scroll anchoring: it follows its
@@ -77,6 +83,7 @@
  * or while a history enters the DOM. Runs on the browser's main thread only.
  */
 import type { FrameScheduler, Timer } from "./frame";
+import type { GlyphWarmer } from "./glyphs";
 import type { WarmPart } from "./incremental";
 // most time spent rendering placeholders in one animation frame (ms; one message at least):
 // the page loop's budget for a frame's script
@@ -101,6 +108,8 @@ export const OPENING_CLASS = "nbs-opening";
 const WARM_STEPS: readonly WarmPart[] = ["parser", "sanitizer", "layout"];
 /** A placeholder holding a search match is tried again after this long (ms). */
 export const MARK_RETRY_MS = 1000;
+/** Text with characters that may need a fallback font (glyphs.ts: beyond Latin, spaces aside). */
+const MAYBE_FALLBACK = /[^ -\u02ff\s]/u;
 /** The class of a deferred message element. */
 export const DEFERRED_CLASS = "nbs-deferred";
 
@@ -195,6 +204,13 @@ export interface LazyOptions {
   untilFound: boolean;
   /** ms of rendering per frame (default {@link FRAME_BUDGET_MS}) */
   budgetMs?: number;
+  /**
+   * The page's glyph warmer (glyphs.ts), which finds the fonts for the
+   * characters of deferred messages in frames with nothing else to do; null
+   * while it loads (a chunk: asked for by the call; the host calls
+   * {@link LazyRenderer.look} when it arrives). None: not warmed.
+   */
+  glyphs?: () => GlyphWarmer | null;
 }
 
 /** Counters for tests and benchmarks. */
@@ -207,6 +223,8 @@ export interface LazyCounters {
   near: number;
   /** frames that rendered placeholders */
   frames: number;
+  /** frames that laid out characters for their fonts ({@link LazyOptions.glyphs}) */
+  glyphFrames: number;
 }
 
 export class LazyRenderer {
@@ -228,7 +246,15 @@ export class LazyRenderer {
   private width = 700;
   /** sees search marks come into placeholders and go (null: no MutationObserver) */
   private readonly marks: MutationObserver | null;
-  readonly counters: LazyCounters = { deferred: 0, tail: 0, near: 0, frames: 0 };
+  readonly counters: LazyCounters = { deferred: 0, tail: 0, near: 0, frames: 0, glyphFrames: 0 };
+  /** where {@link LazyOptions.glyphs} lays characters out, hidden (after the list) */
+  private glyphBox: HTMLElement | null = null;
+  /** the list was out of sight, or the warmer loading, when characters were to be laid out */
+  private glyphsParked = false;
+  /** the page's glyph warmer, once loaded */
+  private warmer: GlyphWarmer | null = null;
+  /** texts of deferred messages with characters beyond Latin, not yet given to the warmer */
+  private glyphTexts: string[] = [];
 
   constructor(private readonly options: LazyOptions) {
     const opts = { passive: true, signal: options.signal };
@@ -291,6 +317,7 @@ export class LazyRenderer {
     }
     el.classList.add(DEFERRED_CLASS);
     textEl.textContent = text;
+    this.noteGlyphs(text);
     const height = estimateHeight(text, this.width);
     // the message's size while hidden; the text's while it shows its source (a search
     // mark in it, or no `until-found`: `content-visibility: auto`)
@@ -312,6 +339,7 @@ export class LazyRenderer {
     const textEl = this.deferred.get(el);
     if (textEl !== undefined && textEl.textContent !== text) {
       textEl.textContent = text;
+      this.noteGlyphs(text);
     }
   }
 
@@ -425,15 +453,17 @@ export class LazyRenderer {
    * are deferred and rendered at once, asks for no frame of its own.
    */
   flush(): void {
+    this.glyphsParked = false;
     if (this.deferred.size === 0) {
       this.looking = false;
-    } else if (this.looking) {
-      this.request();
+      this.glyphTexts = []; // rendered: their characters were laid out
     }
+    this.request(); // if looking, or characters wait for their fonts
   }
 
   /** Asks for a frame that renders the placeholders near the view (if any). */
   look(): void {
+    this.glyphsParked = false;
     if (this.deferred.size > 0) {
       this.looking = true;
       this.request();
@@ -444,6 +474,8 @@ export class LazyRenderer {
   dispose(): void {
     this.disposed = true;
     this.marks?.disconnect();
+    this.glyphBox?.remove();
+    this.glyphBox = null;
     if (this.frame !== null) {
       this.options.scheduler.cancel(this.frame);
       this.frame = null;
@@ -457,10 +489,98 @@ export class LazyRenderer {
   private request(): void {
     if (
       this.frame === null &&
-      (this.looking || this.attaching || this.holding > 0) &&
+      (this.looking || this.attaching || this.holding > 0 || this.glyphsWaiting()) &&
       !this.disposed
     ) {
       this.frame = this.options.scheduler.request(this.tick);
+    }
+  }
+
+  /**
+   * Whether characters of deferred messages wait to be laid out for their
+   * fonts (not while the list is out of sight: see {@link warmGlyphs}).
+   */
+  private glyphsWaiting(): boolean {
+    return (
+      !this.glyphsParked &&
+      ((this.glyphTexts.length > 0 && this.deferred.size > 0) || (this.warmer?.pending ?? 0) > 0)
+    );
+  }
+
+  /** Keeps `text` for the glyph warmer if it has characters that may need a fallback font. */
+  private noteGlyphs(text: string): void {
+    if (this.options.glyphs !== undefined && MAYBE_FALLBACK.test(text)) {
+      if (this.warmer !== null) {
+        this.warmer.add(text);
+      } else {
+        this.glyphTexts.push(text);
+      }
+    }
+  }
+
+  /**
+   * A frame with nothing else to do lays out characters of the deferred
+   * messages, hidden, for `budgetMs` (glyphs.ts), so that the browser has
+   * found their fonts before they scroll into view.
+   */
+  private warmGlyphs(budgetMs: number): void {
+    if (this.warmer === null) {
+      // asked for only once placeholders stay after the end rendered: a long history
+      if (this.glyphTexts.length === 0 || this.deferred.size === 0) {
+        return;
+      }
+      this.warmer = this.options.glyphs?.() ?? null;
+      if (this.warmer === null) {
+        this.glyphsParked = true; // loading: the host looks again when it arrives
+        return;
+      }
+    }
+    const glyphs = this.warmer;
+    const start = this.options.now();
+    while (this.glyphTexts.length > 0 && this.options.now() - start < budgetMs / 2) {
+      for (const text of this.glyphTexts.splice(0, 25)) {
+        glyphs.add(text);
+      }
+    }
+    if (glyphs.pending === 0) {
+      return;
+    }
+    budgetMs -= this.options.now() - start;
+    const root = this.options.root;
+    // A list the browser skips (its cell out of sight: JupyterLab's `content-visibility:
+    // auto`) would be styled and laid out whole by the read of a box beside it: the
+    // characters wait until the list is looked at again (look, flush).
+    if (root.checkVisibility?.({ contentVisibilityAuto: true }) === false) {
+      this.glyphsParked = true;
+      return;
+    }
+    // JupyterLab's search over outputs is open (its marks are in the list): the
+    // characters wait until it closes (onMarks looks again), as the marked
+    // placeholders do
+    if (root.querySelector("mark") !== null) {
+      this.glyphsParked = true;
+      return;
+    }
+    if (this.glyphBox === null) {
+      // In the page's body, not in the output: JupyterLab's search over cell outputs
+      // watches their nodes and searches again when they change (its current match,
+      // a `mark`, would be replaced every frame). In the list's font, so that the
+      // sizes are the messages' (the strikes, glyphs.ts).
+      const doc = root.ownerDocument;
+      this.glyphBox = doc.createElement("div");
+      this.glyphBox.className = "nbs-warm";
+      this.glyphBox.setAttribute("aria-hidden", "true");
+      const font = doc.defaultView?.getComputedStyle(root).font;
+      if (font) {
+        this.glyphBox.style.font = font;
+      }
+      doc.body.append(this.glyphBox);
+    }
+    glyphs.step(this.glyphBox, this.options.now, budgetMs);
+    this.counters.glyphFrames++;
+    if (glyphs.pending === 0 && this.glyphTexts.length === 0) {
+      this.glyphBox.remove();
+      this.glyphBox = null;
     }
   }
 
@@ -565,10 +685,12 @@ export class LazyRenderer {
       return; // a chunk is this frame's work
     }
     this.looking = false;
+    const budget = this.budgetMs;
     if (this.deferred.size === 0) {
+      this.warmGlyphs(budget);
+      this.request();
       return;
     }
-    const budget = this.budgetMs;
     const start = now();
     const near = this.near();
     const following = host.following();
@@ -618,7 +740,9 @@ export class LazyRenderer {
     // rendered messages may be shorter than estimated: more may have come near
     if (left || rendered > 0) {
       this.looking = true;
-      this.request();
+    } else {
+      this.warmGlyphs(budget - (now() - start)); // nothing near: a frame to spare
     }
+    this.request();
   };
 }

@@ -33,7 +33,7 @@
 import { MessageAttachments } from "./attachments";
 import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
-import { type ChunkName, missedChunks, onChunk } from "./chunks";
+import { type ChunkName, chunk, missedChunks, onChunk } from "./chunks";
 import { browserScheduler, type FrameScheduler, type Timer } from "./frame";
 import type { Highlighter } from "./highlight";
 import {
@@ -184,6 +184,8 @@ export class MessageList {
   private waiting = 0;
   /** the text the renderer's warm-up lays out, hidden, until the list settles (see warm) */
   private warmEl: HTMLElement | null = null;
+  /** the glyphs chunk was asked for, and its arrival listened for (lazy.ts `glyphs`) */
+  private glyphsAsked = false;
   private readonly waitingEntries = new Map<string, Readonly<Entry> | null>();
   /**
    * messages rendered while a chunk they needed (math, entities) was not
@@ -230,6 +232,18 @@ export class MessageList {
         scheduler: lazy.scheduler,
         now: lazy.now,
         timer: lazy.timer,
+        glyphs: () => {
+          const glyphs = chunk("glyphs"); // asks for it the first time
+          if (glyphs === null && !this.glyphsAsked) {
+            this.glyphsAsked = true;
+            const off = onChunk("glyphs", () => {
+              off();
+              this.lazy?.look();
+            });
+            options.signal.addEventListener("abort", off, { once: true });
+          }
+          return glyphs?.pageGlyphs(this.doc) ?? null;
+        },
         host: {
           render: (el) => this.renderDeferred(el, lazy.now()),
           chars: (el) => this.nodeOf(el)?.entry?.text.length ?? 0,

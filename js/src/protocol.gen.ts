@@ -111,11 +111,13 @@ export type ToolState =
 /**
  * What a view loads on first use (`js/src/chunks.ts`): `math` (Temml),
  * `highlight` (highlight.js), `entities` (the table of HTML's named character
- * references, for a rarer `&name;`) and `linkify` (linkify-it, for bare URLs and
- * e-mail addresses), each a module of its own (`static/<name>.js`) that the
- * kernel's runtime widget (`runtime.py`) carries once a message needs it.
+ * references, for a rarer `&name;`), `linkify` (linkify-it, for bare URLs and
+ * e-mail addresses) and `glyphs` (`js/src/glyphs.ts`: the fonts for a long
+ * history's characters, found before a reader scrolls to them), each a module of its
+ * own (`static/<name>.js`) that the kernel's runtime widget (`runtime.py`)
+ * carries once a message needs it (`glyphs`: once a view asks).
  */
-export type ChunkName = "entities" | "highlight" | "linkify" | "math";
+export type ChunkName = "entities" | "glyphs" | "highlight" | "linkify" | "math";
 /**
  * Every message a view sends; each is told apart by its `kind`. A
  * `ChunkMsg` goes to the runtime widget, every other to the view's widget.
@@ -538,7 +540,8 @@ export interface AckMsg {
 /**
  * View -> the kernel's runtime widget (not the view's own widget): send chunk
  * `name`; a view met a formula, a code block, a character reference or a link
- * that the kernel had not seen (the kernel sends a chunk when the text it sends needs it).
+ * that the kernel had not seen (the kernel sends a chunk when the text it sends needs it),
+ * or a long history with characters to find fonts for (`glyphs`).
  */
 export interface ChunkMsg {
   kind: "chunk";

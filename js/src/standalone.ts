@@ -6,6 +6,7 @@
  */
 import { provideChunk } from "./chunks";
 import * as entities from "./chunks/entities";
+import * as glyphs from "./chunks/glyphs";
 import * as highlight from "./chunks/highlight";
 import * as linkify from "./chunks/linkify";
 import * as math from "./chunks/math";
@@ -15,5 +16,6 @@ provideChunk("math", math);
 provideChunk("highlight", highlight);
 provideChunk("entities", entities);
 provideChunk("linkify", linkify);
+provideChunk("glyphs", glyphs);
 
 export default widget;

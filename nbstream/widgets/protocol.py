@@ -582,16 +582,19 @@ class AckMsg(TypedDict):
 
 #: What a view loads on first use (``js/src/chunks.ts``): ``math`` (Temml),
 #: ``highlight`` (highlight.js), ``entities`` (the table of HTML's named character
-#: references, for a rarer ``&name;``) and ``linkify`` (linkify-it, for bare URLs and
-#: e-mail addresses), each a module of its own (``static/<name>.js``) that the
-#: kernel's runtime widget (``runtime.py``) carries once a message needs it.
-ChunkName = Literal["math", "highlight", "entities", "linkify"]
+#: references, for a rarer ``&name;``), ``linkify`` (linkify-it, for bare URLs and
+#: e-mail addresses) and ``glyphs`` (``js/src/glyphs.ts``: the fonts for a long
+#: history's characters, found before a reader scrolls to them), each a module of its
+#: own (``static/<name>.js``) that the kernel's runtime widget (``runtime.py``)
+#: carries once a message needs it (``glyphs``: once a view asks).
+ChunkName = Literal["math", "highlight", "entities", "linkify", "glyphs"]
 
 
 class ChunkMsg(TypedDict):
     """View -> the kernel's runtime widget (not the view's own widget): send chunk
     ``name``; a view met a formula, a code block, a character reference or a link
-    that the kernel had not seen (the kernel sends a chunk when the text it sends needs it)."""
+    that the kernel had not seen (the kernel sends a chunk when the text it sends needs it),
+    or a long history with characters to find fonts for (``glyphs``)."""
 
     kind: Literal["chunk"]
     name: ChunkName

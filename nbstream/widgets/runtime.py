@@ -13,7 +13,10 @@ The heavy renderers are *chunks* (``js/src/chunks.ts``): Temml for math
 ~68 KB), the table of HTML's named character references
 (``static/entities.js``, ~23 KB; the bundle decodes ``&amp;``, ``&lt;``,
 ``&gt;``, ``&quot;``, ``&apos;`` and ``&nbsp;`` itself) and linkify-it, which
-finds bare URLs and e-mail addresses (``static/linkify.js``, ~12 KB). The
+finds bare URLs and e-mail addresses (``static/linkify.js``, ~12 KB); and
+``static/glyphs.js`` (~3 KB), which lays the characters of a long history out
+hidden before a reader scrolls back to them, so that the browser has found their
+fonts (``js/src/glyphs.ts``), sent only when a view asks. The
 runtime carries a chunk in its ``chunks`` trait only once a message needs it:
 the pump thread notes the text it sends (:func:`note_bodies`: a formula, a
 fenced code block naming a language, a rarer ``&name;``, a URL scheme or an
@@ -66,6 +69,9 @@ export default { render({ el }) {
 
 #: the chunks there are (``static/<name>.js``), see the module docstring
 CHUNKS: tuple[ChunkName, ...] = typing.get_args(ChunkName)
+#: the chunks the text the kernel sends may need (:func:`needed_chunks`); the others
+#: only go when a view asks ("glyphs": a view with a long history to warm fonts for)
+TEXT_CHUNKS: tuple[ChunkName, ...] = ("math", "highlight", "entities", "linkify")
 
 #: text that may render as math in the view (js/src/math.ts): ``$$``, ``\(``, ``\[``,
 #: or ``$…$`` by Pandoc's rule (no space inside either dollar, no digit after the
@@ -136,8 +142,9 @@ class Runtime(ipywidgets.Widget):  # type: ignore[misc]
         return True
 
     def missing(self) -> bool:
-        """Whether a chunk is still to be sent (cheap: the pump asks before scanning text)."""
-        return len(self.chunks) < len(CHUNKS)
+        """Whether a chunk that text may need is still to be sent (cheap: the pump asks
+        before scanning text)."""
+        return any(name not in self.chunks for name in TEXT_CHUNKS)
 
     def note_text(self, texts: Iterable[str]) -> None:
         """Send the chunks that ``texts`` (Markdown about to reach the views) needs."""

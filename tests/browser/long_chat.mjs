@@ -261,6 +261,8 @@ await scenario(async ({ page, params, log }) => {
   }
   out.long_tasks = await long.read();
   out.chunk_loads = await page.evaluate(() => window.__nbstreamChunkLoads ?? []);
+  // the glyph warmer's hidden box (lazy.ts) is gone once it laid everything out
+  out.warm_boxes = await page.evaluate(() => document.querySelectorAll('.nbs-warm').length);
   if (params.save_and_reopen) out.reopened = await reopened(page, params, log);
   return out;
 });

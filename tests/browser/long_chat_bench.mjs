@@ -9,7 +9,8 @@
 //           rendered when shown; the notebook's widget says so in its `debug` trait,
 //           benchmarks/browser_long_chat.py writes it: here `mode` only names the run),
 //           wheel_s = 8, trace: a file for a Chrome trace (with a CPU profile) of the
-//           opening, its long tasks explained in the result }
+//           opening, its long tasks explained in the result; the wheel is traced too,
+//           into the same name with "-wheel" before ".json", explained under wheel_trace }
 import fs from 'node:fs';
 import { openNotebook, runCell, scenario } from './lab.mjs';
 import { analyseTrace, endTrace, startTrace } from './trace.mjs';
@@ -104,6 +105,7 @@ await scenario(async ({ page, params, log }) => {
     };
     requestAnimationFrame(tick);
   });
+  const wheelTracing = params.trace ? await startTrace(page, { profile: true }) : null;
   const wheelUntil = Date.now() + (params.wheel_s ?? 8) * 1000;
   let wheels = 0;
   while (Date.now() < wheelUntil) {
@@ -128,6 +130,12 @@ await scenario(async ({ page, params, log }) => {
       deferred_left: document.querySelectorAll('.nbs-chat .nbs-deferred').length,
     };
   });
+  let wheelExplained = null;
+  if (wheelTracing !== null) {
+    const events = await endTrace(wheelTracing);
+    fs.writeFileSync(params.trace.replace(/\.json$/, '') + '-wheel.json', JSON.stringify({ traceEvents: events }));
+    wheelExplained = analyseTrace(events, { maxTasks: 10 });
+  }
   return {
     mode: params.mode,
     count: params.count,
@@ -141,5 +149,6 @@ await scenario(async ({ page, params, log }) => {
     placeholders: widget.deferred,
     wheel: { ...wheel, wheel_events: wheels },
     ...(explained ? { trace: explained } : {}),
+    ...(wheelExplained ? { wheel_trace: wheelExplained } : {}),
   };
 });

@@ -22,6 +22,9 @@ const CATEGORIES = [
   'v8.execute',
 ];
 const PROFILE_CATEGORIES = ['disabled-by-default-v8.cpu_profiler'];
+// more categories for a question the usual ones do not answer, e.g.
+// NBS_TRACE_CATEGORIES=blink,disabled-by-default-fonts (Tracing.getCategories lists them)
+const EXTRA_CATEGORIES = (process.env.NBS_TRACE_CATEGORIES ?? '').split(',').filter(Boolean);
 
 export async function startTrace(page, { profile }) {
   const cdp = await page.context().newCDPSession(page);
@@ -29,7 +32,7 @@ export async function startTrace(page, { profile }) {
     transferMode: 'ReturnAsStream',
     traceConfig: {
       recordMode: 'recordAsMuchAsPossible',
-      includedCategories: [...CATEGORIES, ...(profile ? PROFILE_CATEGORIES : [])],
+      includedCategories: [...CATEGORIES, ...(profile ? PROFILE_CATEGORIES : []), ...EXTRA_CATEGORIES],
     },
   });
   return cdp;
