@@ -140,6 +140,24 @@ describe("the XSS corpus", () => {
       { numRuns: 15 },
     );
   }, 60_000);
+
+  it.each(PAYLOADS.map((p) => [p.name, p.text]))(
+    "%s: in every path of a stream (the block being written, kept, frozen)",
+    (_name, text) => {
+      // the payload between two paragraphs, three characters a frame: it is the block being
+      // written, then a finished block of the tail that keeps its nodes, then a frozen chunk
+      const all = `Before it.\n\n${text}\n\nAfter it, a paragraph that grows.\n\nEnd.\n`;
+      const el = document.createElement("div");
+      const sink = new MarkdownSink(el);
+      for (let i = 0; i < all.length; i += 3) {
+        sink.append(all.slice(i, i + 3));
+        expect(violations(el)).toEqual([]);
+      }
+      sink.finish();
+      expect(violations(el)).toEqual([]);
+      expect(el.innerHTML).toBe(fragmentRoot(renderOnce(document, all)).innerHTML);
+    },
+  );
 });
 
 describe("sanitizer policy", () => {
