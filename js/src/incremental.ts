@@ -24,6 +24,9 @@
  * chunk defines a label no one knew, the earlier chunks are rendered again
  * (rare: once per new label).
  *
+ * The sanitizer (most of a frame's script) runs on what changed: the tail is
+ * rendered block by block, and a block whose HTML is the one the previous
+ * render sanitized keeps the nodes it made (see `MarkdownSink.update`).
  * DOM updates are minimal: the new nodes are compared with the shown ones,
  * block by block (`isEqualNode`), and only the blocks that differ are
  * replaced. Inserted blocks may skip layout while out of sight only once they
@@ -474,9 +477,10 @@ export class MarkdownSink implements Sink {
    * sanitizes the block being written, not the finished blocks the tail
    * still holds, nor, when they freeze, the chunk's blocks again. What no
    * previous render sanitized from the same HTML is sanitized now, in at most
-   * two calls: the blocks of a new chunk and those before the last, and the
-   * last block (the one that grows) alone, so that the next frame keeps the
-   * others.
+   * three calls: a new chunk's blocks, the tail's blocks before its last, and
+   * the last block (the one that grows) alone, so that the next frame keeps
+   * the others. Nothing is kept across renders but the shown nodes of the
+   * previous one: every node shown came out of the sanitizer.
    */
   private update(final: boolean): void {
     const tail = this.text.slice(this.frozen);
