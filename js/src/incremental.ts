@@ -24,6 +24,9 @@
  * chunk defines a label no one knew, the earlier chunks are rendered again
  * (rare: once per new label).
  *
+ * The sanitizer (most of a frame's script) runs on what changed: the tail is
+ * rendered block by block, and a block whose HTML is the one the previous
+ * render sanitized keeps the nodes it made (see `MarkdownSink.update`).
  * DOM updates are minimal: the new nodes are compared with the shown ones,
  * block by block (`isEqualNode`), and only the blocks that differ are
  * replaced. Inserted blocks may skip layout while out of sight only once they
@@ -87,6 +90,16 @@ interface Chunk {
   mathLeft: boolean;
 }
 
+/**
+ * A run of whole top-level blocks of the open tail, sanitized in one call:
+ * the HTML of each block, and the nodes the sanitizer made of them (the
+ * shown ones once reconciled).
+ */
+interface Segment {
+  blocks: string[];
+  nodes: Node[];
+}
+
 /** What a render left undone: counters of chunks.ts and math.ts, before it. */
 export interface Undone {
   misses: number;
@@ -138,6 +151,28 @@ export function findCut(tail: string, tokens: readonly Token[]): Cut {
     }
   }
   return { offset: 0, index: 0 };
+}
+
+/**
+ * The HTML of each top-level block of `tokens` (whole blocks, as a parse or a
+ * slice at a top-level boundary gives them); joined, the HTML of them all.
+ */
+export function renderBlocks(tokens: Token[], env: MarkdownEnv): string[] {
+  const out: string[] = [];
+  let start = 0;
+  while (start < tokens.length) {
+    let end = start + 1;
+    if ((tokens[start] as Token).nesting === 1) {
+      // an open token at level 0 closes at the next level-0 token
+      while (end < tokens.length && (tokens[end] as Token).level !== 0) {
+        end++;
+      }
+      end = Math.min(end + 1, tokens.length);
+    }
+    out.push(renderTokens(tokens.slice(start, end), env));
+    start = end;
+  }
+  return out;
 }
 
 function normalize(text: string): string {
@@ -270,6 +305,8 @@ export class MarkdownSink implements Sink {
   private refs: References = {};
   /** nodes of the open tail, in order, after the chunks' nodes */
   private tail: Node[] = [];
+  /** the open tail's blocks as sanitized, in order: their nodes make up {@link tail} */
+  private segments: Segment[] = [];
   private finished = false;
   /** the open tail's latest render left formulas for a later frame */
   private tailMathLeft = false;
@@ -279,6 +316,8 @@ export class MarkdownSink implements Sink {
   rebuilds = 0;
   /** how many frozen chunks were rendered again for formulas left for later */
   retypesets = 0;
+  /** how many times the sanitizer ran (what a frame costs most) */
+  sanitizeCalls = 0;
 
   constructor(
     private readonly el: HTMLElement,
@@ -297,6 +336,7 @@ export class MarkdownSink implements Sink {
     this.chunks.length = 0;
     this.refs = {};
     this.tail = [];
+    this.segments = [];
     this.finished = false;
     this.push(text);
     if (complete) {
@@ -427,9 +467,22 @@ export class MarkdownSink implements Sink {
     this.text += normalize(s);
   }
 
-  /** One render: parse the tail, freeze what became final, re-render the rest. */
+  /**
+   * One render: parse the tail, freeze what became final, re-render the rest.
+   *
+   * The tail is rendered block by block, and only the blocks whose HTML
+   * differs from the previous render's are sanitized: a block the previous
+   * render sanitized from the same HTML keeps the nodes it made (the shown
+   * ones; the sanitizer gives the same nodes for the same HTML), so a frame
+   * sanitizes the block being written, not the finished blocks the tail
+   * still holds, nor, when they freeze, the chunk's blocks again. What no
+   * previous render sanitized from the same HTML is sanitized now, in at most
+   * three calls: a new chunk's blocks, the tail's blocks before its last, and
+   * the last block (the one that grows) alone, so that the next frame keeps
+   * the others. Nothing is kept across renders but the shown nodes of the
+   * previous one: every node shown came out of the sanitizer.
+   */
   private update(final: boolean): void {
-    const doc = this.el.ownerDocument;
     const tail = this.text.slice(this.frozen);
     this.lastTailChars = tail.length;
     // while the text grows, a formula still waiting for its closer shows as pending source
@@ -439,34 +492,45 @@ export class MarkdownSink implements Sink {
     const cut = final ? { offset: tail.length, index: tokens.length } : findCut(tail, tokens);
 
     let chunk: Chunk | null = null;
-    let chunkNodes: Node[] = [];
+    let chunkBlocks: string[] = [];
     let chunkRefs: References = {};
     if (cut.offset > 0) {
-      let html: string;
       let left: { missed: boolean; mathLeft: boolean };
       if (cut.index === tokens.length) {
         // The parse saw exactly the chunk's text: reuse it.
-        html = renderTokens(tokens, env);
+        chunkBlocks = renderBlocks(tokens, env);
         chunkRefs = env.references ?? {};
         left = undoneSince(undone);
       } else {
         const chunkUndone = undoneNow();
         const chunkEnv: MarkdownEnv = { references: { ...this.refs } };
-        html = renderTokens(parse(tail.slice(0, cut.offset), chunkEnv), chunkEnv);
+        chunkBlocks = renderBlocks(parse(tail.slice(0, cut.offset), chunkEnv), chunkEnv);
         chunkRefs = chunkEnv.references ?? {};
         left = undoneSince(chunkUndone);
       }
-      chunkNodes = [...sanitize(doc, html).childNodes];
       chunk = { text: tail.slice(0, cut.offset), nodes: [], ...left };
     }
     const restUndone = undoneNow();
-    const rest = cut.index < tokens.length ? renderTokens(tokens.slice(cut.index), env) : "";
+    const restBlocks = cut.index < tokens.length ? renderBlocks(tokens.slice(cut.index), env) : [];
     this.tailMathLeft = undoneSince(restUndone).mathLeft;
-    const next = [...chunkNodes, ...sanitize(doc, rest).childNodes];
+
+    // the previous render's segments, kept while the new blocks start with theirs
+    const shown = { segments: this.segments, at: 0 };
+    const chunkSegments = this.segmentsOf(chunkBlocks, shown, false);
+    const restSegments = this.segmentsOf(restBlocks, shown, true);
+    const next = [...chunkSegments, ...restSegments].flatMap((seg) => seg.nodes);
     this.reconcile(next);
+    // the segments hold the nodes shown now (reconcile keeps equal shown nodes)
+    let at = 0;
+    for (const seg of [...chunkSegments, ...restSegments]) {
+      seg.nodes = next.slice(at, at + seg.nodes.length);
+      at += seg.nodes.length;
+    }
+    this.segments = restSegments;
     if (chunk !== null) {
-      chunk.nodes = next.slice(0, chunkNodes.length);
-      this.tail = next.slice(chunkNodes.length);
+      const chunkNodes = chunkSegments.reduce((n, seg) => n + seg.nodes.length, 0);
+      chunk.nodes = next.slice(0, chunkNodes);
+      this.tail = next.slice(chunkNodes);
       this.chunks.push(chunk);
       this.frozen += chunk.text.length;
       const learned = this.learn(chunkRefs);
@@ -480,11 +544,59 @@ export class MarkdownSink implements Sink {
     }
   }
 
+  /**
+   * Segments for `blocks`: the shown segments from `shown.at` on whose blocks
+   * come next (same HTML), then, from the first that differs, new ones
+   * sanitized now: with `lastAlone` the last block in a call of its own.
+   */
+  private segmentsOf(
+    blocks: readonly string[],
+    shown: { segments: readonly Segment[]; at: number },
+    lastAlone: boolean,
+  ): Segment[] {
+    const out: Segment[] = [];
+    let i = 0;
+    while (i < blocks.length && shown.at < shown.segments.length) {
+      const seg = shown.segments[shown.at] as Segment;
+      if (
+        seg.blocks.length > blocks.length - i ||
+        seg.blocks.some((html, k) => html !== blocks[i + k])
+      ) {
+        shown.at = shown.segments.length; // nothing after a difference is kept
+        break;
+      }
+      out.push(seg);
+      i += seg.blocks.length;
+      shown.at++;
+    }
+    const split = lastAlone ? Math.max(i, blocks.length - 1) : blocks.length;
+    for (const [from, to] of [
+      [i, split],
+      [split, blocks.length],
+    ] as const) {
+      if (to > from) {
+        const run = blocks.slice(from, to);
+        out.push({ blocks: run, nodes: this.sanitized(run.join("")) });
+      }
+    }
+    return out;
+  }
+
+  /** `html` sanitized, as nodes of the view's document. */
+  private sanitized(html: string): Node[] {
+    this.sanitizeCalls++;
+    return [...sanitize(this.el.ownerDocument, html).childNodes];
+  }
+
   /** Makes the nodes after the frozen chunks equal `next`, keeping equal ones (updates `next`). */
   private reconcile(next: Node[]): void {
     const old = this.tail;
     let i = 0;
-    while (i < old.length && i < next.length && sameBlock(old[i] as Node, next[i] as Node)) {
+    while (
+      i < old.length &&
+      i < next.length &&
+      (old[i] === next[i] || sameBlock(old[i] as Node, next[i] as Node))
+    ) {
       next[i] = old[i] as Node;
       i++;
     }

@@ -212,7 +212,11 @@ const FORBID_TAGS = [
 ];
 
 const CONFIG: Config = {
-  ALLOWED_TAGS,
+  // `body` is where DOMPurify parses the input (a fresh document's body): never part of the
+  // result (the result is its children, and the HTML parser makes no second body), but a root
+  // tag it does not allow makes every call copy the whole input, as the content of a
+  // disallowed element kept for its text, before walking the original.
+  ALLOWED_TAGS: [...ALLOWED_TAGS, "body"],
   ALLOWED_ATTR: ["href", "title", "class", "start", "type", "aria-label", ...MATH_ATTRS],
   FORBID_TAGS,
   FORBID_ATTR: [
@@ -321,7 +325,8 @@ function createPurifier(win: Window): DOMPurify {
 
 const purifiers = new WeakMap<Window, DOMPurify>();
 
-function purifierFor(doc: Document): DOMPurify {
+/** The sanitizer of `doc`'s window (one per window), for {@link sanitize} and tests. */
+export function purifierFor(doc: Document): DOMPurify {
   const win = doc.defaultView;
   if (win === null) {
     throw new Error("nbstream: cannot sanitize HTML for a document without a window");
@@ -339,7 +344,11 @@ export function sanitize(doc: Document, html: string): DocumentFragment {
   if (html === "") {
     return doc.createDocumentFragment();
   }
-  const fragment = purifierFor(doc).sanitize(html) as unknown as DocumentFragment;
+  const fragment = purifierFor(doc).sanitize(html) as unknown as DocumentFragment | null;
+  if (fragment === null) {
+    // HTML that parses as a frameset document (`<div><frameset>`) has no body: nothing to show
+    return doc.createDocumentFragment();
+  }
   // The fragment belongs to DOMPurify's inert document; adopting moves it, no copy.
   return fragment.ownerDocument === doc ? fragment : doc.adoptNode(fragment);
 }

@@ -4,9 +4,10 @@
 // (every split of the corpus, character by character, a long answer) are in
 // incremental.exhaustive.test.ts, which `make test` runs and `make test-fast` leaves out.
 import { describe, expect, it } from "vitest";
-import { findCut, MarkdownSink } from "../src/incremental";
-import { parse } from "../src/markdown";
-import { oneShot } from "./incremental_helpers";
+import { findCut, MarkdownSink, renderBlocks } from "../src/incremental";
+import { parse, renderHtml } from "../src/markdown";
+import { ALL } from "./corpus";
+import { oneShot, oneShotOpen } from "./incremental_helpers";
 
 describe("incremental Markdown equals a one-shot render", () => {
   it("replace, append after finish, and CR held across deltas", () => {
@@ -68,6 +69,75 @@ describe("the cost of a frame follows the open block, not the answer", () => {
     sink.append("```sh\nopen");
     sink.finish();
     expect(seen).toEqual(["a = 1\n", "let b = 2\n", "open"]);
+  });
+});
+
+describe("a frame sanitizes what changed: the block being written", () => {
+  it("the finished blocks of the tail keep their nodes and are not sanitized again", () => {
+    const el = document.createElement("div");
+    const sink = new MarkdownSink(el);
+    // the tail holds a finished paragraph and the one being written (not yet final: no cut)
+    sink.append("first [a](/api/kernels) para\n\nsecond");
+    const first = el.querySelector("p");
+    expect(first?.querySelector("a")?.hasAttribute("href")).toBe(false);
+    const calls = sink.sanitizeCalls;
+    for (const word of [" grows", " and", " grows"]) {
+      sink.append(word);
+      expect(el.innerHTML).toBe(oneShotOpen(sink.source));
+    }
+    expect(sink.sanitizeCalls - calls).toBe(3); // one call a frame: the last block
+    expect(el.querySelector("p")).toBe(first);
+    // the first paragraph freezes: its nodes are the chunk's, with no call for them
+    const before = sink.sanitizeCalls;
+    sink.append("\n\nthird\n");
+    expect(sink.sanitizeCalls - before).toBe(1); // "third", the new last block
+    expect(el.querySelector("p")).toBe(first);
+    sink.finish();
+    expect(el.innerHTML).toBe(oneShot(sink.source));
+  });
+
+  it("a block whose HTML changes is sanitized again (a definition arriving later)", () => {
+    const el = document.createElement("div");
+    const sink = new MarkdownSink(el);
+    sink.append("See [x][r] and [y][s].\n\n");
+    expect(el.querySelector("a")).toBeNull();
+    const calls = sink.sanitizeCalls;
+    sink.append("[r]: https://x.example/\n[s]: /relative\n");
+    expect(sink.sanitizeCalls - calls).toBe(1);
+    expect(el.innerHTML).toBe(oneShotOpen(sink.source));
+    const links = [...el.querySelectorAll("a")];
+    expect(links.map((a) => a.getAttribute("href"))).toEqual(["https://x.example/", null]);
+    sink.append("\nnext");
+    expect(el.querySelectorAll("a")[0]).toBe(links[0]); // unchanged since: kept
+    sink.finish();
+    expect(el.innerHTML).toBe(oneShot(sink.source));
+  });
+
+  it("renderBlocks: the blocks' HTML joined is the HTML of the whole", () => {
+    for (const text of [
+      ALL,
+      "",
+      "para",
+      "- a\n- b\n\n> q\n\n---\n\n```\nx\n```\n\n| a |\n|---|\n| 1 |",
+    ]) {
+      const env = {};
+      const blocks = renderBlocks(parse(text, env), env);
+      expect(blocks.join("")).toBe(renderHtml(text));
+      expect(blocks.every((b) => b !== "")).toBe(true);
+    }
+  });
+
+  it("a streamed answer costs about one call a frame", () => {
+    const el = document.createElement("div");
+    const sink = new MarkdownSink(el);
+    const pieces = ALL.match(/[\s\S]{1,7}/g) ?? [];
+    for (const p of pieces) {
+      sink.append(p);
+    }
+    sink.finish();
+    expect(el.innerHTML).toBe(oneShot(ALL));
+    // a second call only where a block closed in the frame and changed in it
+    expect(sink.sanitizeCalls).toBeLessThan(pieces.length * 1.15);
   });
 });
 

@@ -8,7 +8,7 @@ import { join } from "node:path";
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import { MarkdownSink, renderOnce } from "../src/incremental";
-import { loadableImageUrl, safeLinkUrl, sanitize } from "../src/sanitize";
+import { loadableImageUrl, purifierFor, safeLinkUrl, sanitize } from "../src/sanitize";
 
 const PAYLOADS: { name: string; text: string }[] = JSON.parse(
   readFileSync(join(__dirname, "..", "..", "tests", "browser", "xss_payloads.json"), "utf8"),
@@ -140,6 +140,24 @@ describe("the XSS corpus", () => {
       { numRuns: 15 },
     );
   }, 60_000);
+
+  it.each(PAYLOADS.map((p) => [p.name, p.text]))(
+    "%s: in every path of a stream (the block being written, kept, frozen)",
+    (_name, text) => {
+      // the payload between two paragraphs, three characters a frame: it is the block being
+      // written, then a finished block of the tail that keeps its nodes, then a frozen chunk
+      const all = `Before it.\n\n${text}\n\nAfter it, a paragraph that grows.\n\nEnd.\n`;
+      const el = document.createElement("div");
+      const sink = new MarkdownSink(el);
+      for (let i = 0; i < all.length; i += 3) {
+        sink.append(all.slice(i, i + 3));
+        expect(violations(el)).toEqual([]);
+      }
+      sink.finish();
+      expect(violations(el)).toEqual([]);
+      expect(el.innerHTML).toBe(fragmentRoot(renderOnce(document, all)).innerHTML);
+    },
+  );
 });
 
 describe("sanitizer policy", () => {
@@ -177,6 +195,41 @@ describe("sanitizer policy", () => {
     expect(html('<button type="submit" commandfor="d" command="show-modal">b</button>')).toBe(
       '<button type="button">b</button>',
     );
+  });
+
+  it("clean input loses nothing, not even the body it is parsed into (else each call copies it)", () => {
+    const input =
+      '<h2>t</h2>\n<ul>\n<li>a <a href="https://x.example">l</a></li>\n</ul>\n<p>p</p>\n';
+    const out = sanitize(document, input);
+    expect(purifierFor(document).removed).toEqual([]);
+    expect(fragmentRoot(out).innerHTML).toBe(
+      input.replace('">l', '" target="_blank" rel="noopener noreferrer">l'),
+    );
+  });
+
+  it("a body tag anywhere in the input leaves no body and none of its attributes", () => {
+    for (const input of [
+      '<body onload="x" data-commandlinker-command="help:about" class="nbs-x">t</body>',
+      '<p>a</p><body onclick="x"><p>b</p></body>',
+      '<svg><body onload="x">t</body></svg>',
+      '<math><mi><body onload="x">t</body></mi></math>',
+      '<math><mtext><body onload="x"><mglyph><style><img src=x onerror="x">',
+      '<table><body onload="x"><tr><td>t</td></tr></table>',
+      '<template><body onload="x">t</body></template>',
+      '<noscript><body onload="x"><p title="</noscript><img src=x onerror=x>">',
+      "<html><body onpageshow=x><body data-commandlinker-command=x>t",
+      '<form><math><mtext></form><form><mglyph><body onload="x">',
+    ]) {
+      const root = fragmentRoot(sanitize(document, input));
+      expect(violations(root), input).toEqual([]);
+      expect(root.innerHTML, input).not.toMatch(/onload|onclick|onerror|onpageshow|commandlinker/);
+    }
+  });
+
+  it("HTML with no body (a frameset document) gives nothing, not an error", () => {
+    for (const input of ['<div id="x"><frameset onload="x">', "<frameset><frame src=x>"]) {
+      expect(fragmentRoot(sanitize(document, input)).innerHTML, input).toBe("");
+    }
   });
 
   it("links and images that may load", () => {
