@@ -145,7 +145,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--trace", type=Path,
                     help="a folder for Chrome traces of each opening (their long tasks explained "
-                         "in the JSON under 'trace') and of each stream")
+                         "in the JSON under 'trace'), of its wheel (-wheel.json, under "
+                         "'wheel_trace') and of each stream; NBS_TRACE_CATEGORIES=a,b adds "
+                         "trace categories (e.g. disabled-by-default-fonts)")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO / "tests"))
     from conftest import start_jupyterlab
