@@ -75,7 +75,8 @@ def cells(base_url: str, widgets: int, panes: int, rate: float, repeat: int) -> 
         "    wall = time.time() - time.monotonic()\n"
         "    return [[{'text': r.text, 'status': r.status, 'reason': r.reason,\n"
         "              'end_wall_ms': (wall + r.stream.ended_at) * 1000\n"
-        "                             if r.stream.ended_at is not None else None}\n"
+        "                             if r.stream.ended_at is not None else None,\n"
+        "              'view_acks': c._channel.acks, 'ignored': c._ignored.count}\n"
         "             for r in c.last_round] for c in widgets]\n"
         "for c in widgets:\n"
         "    display(c)"
@@ -174,6 +175,11 @@ def run(lab: Any, base_url: str, widgets: int, panes: int, rate: float, repeat: 
     finally:
         lab.shutdown_kernels()
     out = check(r, widgets, panes, repeat)
+    # per widget: the acks its view sent and the messages that carried them (page), the
+    # acks the kernel took and the view messages it ignored
+    out["views"] = [{"acks": shown.get("acks"), "ack_msgs": shown.get("ack_msgs"),
+                     "kernel_acks": k[0]["view_acks"], "ignored": k[0]["ignored"]}
+                    for shown, k in zip(r["chars"], r["kernel"], strict=True)]
     out["loop"] = r.get("loop")
     out["ws_frames"] = r.get("ws_frames")
     out["stream_s"] = ((r["end_wall_ms"] - r["start_wall_ms"]) / 1000
