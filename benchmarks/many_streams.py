@@ -202,6 +202,9 @@ def trace_figures(t: dict[str, Any] | None) -> dict[str, Any]:
             "by_event_ms_per_s": {k: round(v / s, 1)
                                   for k, v in t["busy_ms_in_stream_by_event"].items()},
             "painted_per_s": round(t["frames_in_stream"]["painted"] / s, 1),
+            # the tasks handling the kernel's websocket messages (JupyterLab's _onWSMessage)
+            "ws_tasks_per_s": round(t.get("websocket_tasks_in_stream", {}).get("tasks", 0) / s, 1),
+            "ws_ms_per_s": round(t.get("websocket_tasks_in_stream", {}).get("ms", 0) / s, 1),
             "long_in_stream": t["long_tasks_in_stream"], "stream_s": round(s, 2)}
 
 
@@ -345,7 +348,9 @@ def report(way: str, rows: list[dict[str, Any]], named: bool) -> None:
         print("\nthe page's main thread per second of the stream (traced), by round:")
         for i, t in enumerate(traced):
             print(f"  {i + 1}: busy {t['busy_ms_per_s']:.0f} ms/s, painted frames "
-                  f"{t['painted_per_s']}/s, long tasks {t['long_in_stream']}; by class "
+                  f"{t['painted_per_s']}/s, long tasks {t['long_in_stream']}; the kernel's "
+                  f"websocket messages {t['ws_ms_per_s']:.0f} ms/s in {t['ws_tasks_per_s']} "
+                  f"tasks/s; by class "
                   f"{t['by_class_ms_per_s']}; by event {t['by_event_ms_per_s']}")
 
 
