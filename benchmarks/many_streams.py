@@ -75,7 +75,8 @@ def cells(base_url: str, widgets: int, panes: int, rate: float, repeat: int) -> 
         "    wall = time.time() - time.monotonic()\n"
         "    return [[{'text': r.text, 'status': r.status, 'reason': r.reason,\n"
         "              'end_wall_ms': (wall + r.stream.ended_at) * 1000\n"
-        "                             if r.stream.ended_at is not None else None}\n"
+        "                             if r.stream.ended_at is not None else None,\n"
+        "              'view_acks': c._channel.acks, 'ignored': c._ignored.count}\n"
         "             for r in c.last_round] for c in widgets]\n"
         "for c in widgets:\n"
         "    display(c)"
@@ -174,6 +175,11 @@ def run(lab: Any, base_url: str, widgets: int, panes: int, rate: float, repeat: 
     finally:
         lab.shutdown_kernels()
     out = check(r, widgets, panes, repeat)
+    # per widget: the acks its view sent and the messages that carried them (page), the
+    # acks the kernel took and the view messages it ignored
+    out["views"] = [{"acks": shown.get("acks"), "ack_msgs": shown.get("ack_msgs"),
+                     "kernel_acks": k[0]["view_acks"], "ignored": k[0]["ignored"]}
+                    for shown, k in zip(r["chars"], r["kernel"], strict=True)]
     out["loop"] = r.get("loop")
     out["ws_frames"] = r.get("ws_frames")
     out["stream_s"] = ((r["end_wall_ms"] - r["start_wall_ms"]) / 1000
@@ -196,6 +202,9 @@ def trace_figures(t: dict[str, Any] | None) -> dict[str, Any]:
             "by_event_ms_per_s": {k: round(v / s, 1)
                                   for k, v in t["busy_ms_in_stream_by_event"].items()},
             "painted_per_s": round(t["frames_in_stream"]["painted"] / s, 1),
+            # the tasks handling the kernel's websocket messages (JupyterLab's _onWSMessage)
+            "ws_tasks_per_s": round(t.get("websocket_tasks_in_stream", {}).get("tasks", 0) / s, 1),
+            "ws_ms_per_s": round(t.get("websocket_tasks_in_stream", {}).get("ms", 0) / s, 1),
             "long_in_stream": t["long_tasks_in_stream"], "stream_s": round(s, 2)}
 
 
@@ -339,7 +348,9 @@ def report(way: str, rows: list[dict[str, Any]], named: bool) -> None:
         print("\nthe page's main thread per second of the stream (traced), by round:")
         for i, t in enumerate(traced):
             print(f"  {i + 1}: busy {t['busy_ms_per_s']:.0f} ms/s, painted frames "
-                  f"{t['painted_per_s']}/s, long tasks {t['long_in_stream']}; by class "
+                  f"{t['painted_per_s']}/s, long tasks {t['long_in_stream']}; the kernel's "
+                  f"websocket messages {t['ws_ms_per_s']:.0f} ms/s in {t['ws_tasks_per_s']} "
+                  f"tasks/s; by class "
                   f"{t['by_class_ms_per_s']}; by event {t['by_event_ms_per_s']}")
 
 

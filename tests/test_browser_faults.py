@@ -130,6 +130,12 @@ def test_32_streams_at_once_from_one_server_through_one_kernel(jupyterlab: Jupyt
     assert r["answers"] == 32
     assert r["wrong"] == []
     assert len(r["lags_ms"]) == 32  # every end seen on the page
+    # each view acks a round of its 4 panes as one message (AcksMsg), and the kernel took
+    # every message (none ignored) and advanced the panes' windows by them
+    for v in r["views"]:
+        assert v["ignored"] == 0 and v["kernel_acks"] >= 4, v
+        assert 1 <= v["ack_msgs"] < v["acks"], v
+    print("acks / their messages per widget:", [(v["acks"], v["ack_msgs"]) for v in r["views"]])
 
 
 def test_a_removed_view_stops_the_running_reply(

@@ -46,5 +46,11 @@ def test_every_declared_type_and_constant_is_generated(generated: str) -> None:
     assert re.findall(r"^  (\w+)\??:", ack.group(1), re.M) == ["kind", "id", "seq", "render_ms"]
     assert "the mean DOM time of the view's frames since its last ack" in ack.group(1)
     assert "render_ms?: number" in ack.group(1)  # NotRequired: optional
+    # a round of acks: a list of entries, its bounds said in the doc comment and typed
+    acks = re.search(r"export interface AcksMsg \{(.*?)\n\}", generated, re.S)
+    assert acks is not None
+    assert "acks: [AckEntry, ...AckEntry[]];" in acks.group(1)  # at least one
+    assert f"@maxItems {protocol.MAX_ACKS}" in acks.group(1)
+    assert f"export const MAX_ACKS = {protocol.MAX_ACKS};" in generated
     # an alias is named where it is used, not spelled out again
     assert re.search(r"^  status: Status;", generated, re.M)

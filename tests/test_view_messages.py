@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from nbstream import ChatWidget
 from nbstream.sources import ScriptedSource
+from nbstream.widgets.protocol import MAX_ACKS
 from nbstream.widgets.wire import (
     MAX_LOGGED_REASONS,
     VIEW_MSG_TYPES,
@@ -57,6 +58,31 @@ HOSTILE: list[tuple[Any, str]] = [
      "ack: Expected `float` >= 0.0 - at `$.render_ms`"),
     ({"kind": "ack", "id": "m2", "seq": 1, "render_ms": float("inf")},
      "ack: Expected `float` <= 3600000.0 - at `$.render_ms`"),
+    # a round of acks (AcksMsg): its entries checked as single acks are, the whole refused
+    ({"kind": "acks"}, "acks: Object missing required field `acks`"),
+    ({"kind": "acks", "acks": []}, "acks: Expected `array` of length >= 1 - at `$.acks`"),
+    ({"kind": "acks", "acks": [{"id": "m2", "seq": 1}] * (MAX_ACKS + 1)},
+     f"acks: Expected `array` of length <= {MAX_ACKS} - at `$.acks`"),
+    ({"kind": "acks", "acks": {"id": "m2", "seq": 1}},
+     "acks: Expected `array`, got `object` - at `$.acks`"),
+    ({"kind": "acks", "acks": "m2"}, "acks: Expected `array`, got `str` - at `$.acks`"),
+    ({"kind": "acks", "acks": [1]}, "acks: Expected `object`, got `int` - at `$.acks[0]`"),
+    ({"kind": "acks", "acks": [{"id": "m2"}]},
+     "acks: Object missing required field `seq` - at `$.acks[0]`"),
+    ({"kind": "acks", "acks": [{"id": "m2", "seq": 1}, {"id": None, "seq": 1}]},
+     "acks: Expected `str`, got `null` - at `$.acks[1].id`"),
+    ({"kind": "acks", "acks": [{"id": "m" * 10_000, "seq": 1}]},
+     "acks: Expected `str` of length <= 256 - at `$.acks[0].id`"),
+    ({"kind": "acks", "acks": [{"id": "m2", "seq": 0}]},
+     "acks: Expected `int` >= 1 - at `$.acks[0].seq`"),
+    ({"kind": "acks", "acks": [{"id": "m2", "seq": 10**30}]},
+     "acks: Expected `int` <= 9007199254740992 - at `$.acks[0].seq`"),
+    ({"kind": "acks", "acks": [{"id": "m2", "seq": True}]},
+     "acks: Expected `int`, got `bool` - at `$.acks[0].seq`"),
+    ({"kind": "acks", "acks": [{"id": "m2", "seq": "1"}]},
+     "acks: Expected `int`, got `str` - at `$.acks[0].seq`"),
+    ({"kind": "acks", "acks": [{"id": "m2", "seq": 1}], "render_ms": float("nan")},
+     "acks: Expected `float` >= 0.0 - at `$.render_ms`"),
     ({"kind": "resync", "id": "m2", "have": -1}, "resync: Expected `int` >= 0 - at `$.have`"),
     ({"kind": "tool_approval", "id": "m2", "call": "c1", "decision": "sudo"},
      "tool_approval: Invalid enum value 'sudo' - at `$.decision`"),
@@ -145,6 +171,8 @@ def test_each_kind_a_view_sends_is_declared_and_parsed_to_its_type() -> None:
         "bye": {"kind": "bye", "view": "v1"},
         "resync": {"kind": "resync", "id": "m2", "have": 3},
         "ack": {"kind": "ack", "id": "m2", "seq": 4, "render_ms": 2},
+        "acks": {"kind": "acks", "acks": [{"id": "m2", "seq": 4}, {"id": "m3", "seq": 1}],
+                 "render_ms": 2},
         "chunk": {"kind": "chunk", "name": "highlight"},
         "tool_approval": {"kind": "tool_approval", "id": "m2", "call": "c1",
                           "decision": "always"},
@@ -153,8 +181,13 @@ def test_each_kind_a_view_sends_is_declared_and_parsed_to_its_type() -> None:
     assert set(VIEW_MSG_TYPES.values()) == set(typing.get_args(protocol.ViewMsg))
     for kind, content in good.items():
         msg = parse_view_msg({**content, "extra": "dropped"})
-        assert msg == content or kind == "ack", msg
+        assert msg == content or kind in ("ack", "acks"), msg
     assert parse_view_msg(good["ack"]) == {**good["ack"], "render_ms": 2.0}
+    # every entry's fields of other names are dropped too; MAX_ACKS entries fit
+    most = {"kind": "acks", "acks": [{"id": f"m{i}", "seq": i + 1, "x": 1}
+                                     for i in range(MAX_ACKS)]}
+    assert parse_view_msg(most) == {
+        "kind": "acks", "acks": [{"id": f"m{i}", "seq": i + 1} for i in range(MAX_ACKS)]}
     with pytest.raises(BadViewMessage, match="unknown kind"):
         parse_view_msg({"kind": "delta"})
 
@@ -166,7 +199,7 @@ json_values = st.recursive(
                                                                 max_size=4),
     max_leaves=12,
 )
-kinds = st.sampled_from(["hello", "bye", "resync", "ack", "send", "stop", "clear", "regenerate",
+kinds = st.sampled_from(["hello", "bye", "resync", "ack", "acks", "send", "stop", "clear", "regenerate",
                          "switch", "edit", "chunk", "delta", "tool_approval", "Send", ""]
                         ) | st.text(max_size=10) | json_values
 view_messages = st.one_of(
@@ -177,6 +210,10 @@ view_messages = st.one_of(
             "id": st.sampled_from(["m1", "m2", "m3", "m4"]) | json_values,
             "seq": st.integers(min_value=-(2**70), max_value=2**70) | json_values,
             "render_ms": st.floats() | json_values,
+            "acks": st.lists(st.fixed_dictionaries(
+                {}, optional={"id": st.sampled_from(["m1", "m2", "m99"]) | json_values,
+                              "seq": st.integers(min_value=-3, max_value=2**60) | json_values}),
+                max_size=5) | json_values,
             "text": st.text(max_size=30) | json_values,
             "pane": st.integers() | json_values,
             "view": st.sampled_from(["v1", "v2", ""]) | json_values,

@@ -13,9 +13,10 @@ from _sources import Held
 from _wait import wait_until
 from _wire import Wire, delta_keys, send_from_view, view_text
 
-from nbstream import ChatWidget, ReplyError
+from nbstream import ChatWidget, Compare, ReplyError
 from nbstream.sources import IteratorSource, ScriptedSource
 from nbstream.sources.base import ChatMessage
+from nbstream.widgets.widget import StreamingWidget
 
 
 def last_status(wire: Wire, mid: str) -> str | None:
@@ -325,3 +326,74 @@ def test_every_status_change_reaches_the_view() -> None:
     assert "loading" in seen and "running" in seen and seen[-1] == "done"
     assert seen.index("loading") < seen.index("running") < seen.index("done")
     assert view_text(wire, r.id) == TEXT
+
+
+# --------------------------------------------- a round of acks in one message (#22, #19)
+def _finished_compare(panes: int = 4) -> Compare:
+    """A Compare whose panes streamed to the end, no view acking: every stream's window
+    still holds all its deltas."""
+    # 0.2 s each: the first piece goes at once, the rest after: at least 2 deltas each
+    c = Compare([ScriptedSource(" ".join(f"p{i}w{k}" for k in range(60)), rate=300)
+                 for i in range(panes)])
+    for r in c.send("go"):
+        assert r.wait(10) is not None
+    wait_until(lambda: len(c._channel.ended) == panes, message="every pane's stream settled")
+    return c
+
+
+def _acked(w: StreamingWidget) -> dict[str, int]:
+    """Per stream of ``w``: the last delta its view acknowledged (the window's start)."""
+    ch = w._channel
+    with w._pump._cond:
+        return {s.id: s._acked for s in [*ch.streams, *ch.ended]}
+
+
+def _made(w: StreamingWidget) -> dict[str, int]:
+    ch = w._channel
+    with w._pump._cond:
+        return {s.id: s.seq for s in [*ch.streams, *ch.ended]}
+
+
+def test_a_round_of_acks_in_one_message_acks_each_stream_as_single_acks_do() -> None:
+    batched, single = _finished_compare(), _finished_compare()
+    try:
+        seqs = _made(batched)
+        assert len(seqs) == 4 and all(seq > 1 for seq in seqs.values())
+        assert set(_acked(batched).values()) == {0}
+        # the view of this version: the round, one message
+        send_from_view(batched, {"kind": "acks", "render_ms": 3.0,
+                                 "acks": [{"id": i, "seq": s} for i, s in seqs.items()]})
+        # a view of an earlier version: one ack per stream
+        for i, s in _made(single).items():
+            send_from_view(single, {"kind": "ack", "id": i, "seq": s, "render_ms": 3.0})
+        assert _acked(batched) == seqs and _acked(single) == _made(single)
+        for w in (batched, single):
+            ch = w._channel
+            assert ch.acks == 4 and ch.last_ack_at is not None
+            assert ch.render_ms_ewma == pytest.approx(3.0 * (1 - 0.8 ** 4), rel=0.05)
+            assert all(s.unacked_since() is None for s in ch.ended)  # windows emptied
+            assert w._ignored.count == 0
+    finally:
+        batched.close()
+        single.close()
+
+
+def test_a_round_of_acks_applies_its_entries_in_order_or_none_of_them() -> None:
+    c = _finished_compare(2)
+    try:
+        (a, n), (b, m) = _made(c).items()
+        assert n > 1 and m > 1
+        # in order, as single acks would be: the older seq after the newer is no news
+        send_from_view(c, {"kind": "acks", "acks": [{"id": a, "seq": n}, {"id": a, "seq": 1}]})
+        assert _acked(c)[a] == n and c._channel.acks == 1
+        # an id the widget does not stream is skipped, as a single ack of it is
+        send_from_view(c, {"kind": "acks", "acks": [{"id": "m99", "seq": 1},
+                                                   {"id": b, "seq": 1}]})
+        assert _acked(c)[b] == 1 and c._channel.acks == 2
+        # one entry that does not fit the protocol: the message is refused whole
+        send_from_view(c, {"kind": "acks", "acks": [{"id": b, "seq": m},
+                                                   {"id": b, "seq": "1"}]})
+        assert _acked(c)[b] == 1 and c._channel.acks == 2
+        assert c._ignored.count == 1
+    finally:
+        c.close()

@@ -12,7 +12,8 @@
  * from the browser makes the kernel publish a busy and an idle status to every
  * client, so an ack per frame tripled the traffic. After a frame that rendered
  * deltas, the loop owes an ack per message (its highest seq rendered), and pays
- * them all in one round:
+ * them all in one round, one message (`AcksMsg`: a `Compare` of 4 panes sends
+ * one, not 4; more than `MAX_ACKS` go in several):
  *
  * - at once for a message it has never acked (the kernel learns a view is there),
  * - otherwise when its gap passed since its last round: {@link ACK_GAP_MS}, or
@@ -36,7 +37,7 @@
  * The scheduler and the clock are injected so that tests drive frames by hand.
  * Runs on the browser's main thread only.
  */
-import type { AckMsg } from "./protocol";
+import { type AckEntry, type AcksMsg, MAX_ACKS } from "./protocol";
 import type { FrameSlot, PageFrames, Priority } from "./scheduler";
 
 /** Least time between two rounds of acks of one view, ms. */
@@ -103,8 +104,10 @@ export interface Counters {
   frames: number;
   /** delta messages received */
   deltas: number;
-  /** acks sent */
+  /** acks sent (one per message acknowledged) */
   acks: number;
+  /** messages that carried them (one per round, unless a round owed more than `MAX_ACKS`) */
+  ack_msgs: number;
   /** resyncs sent */
   resyncs: number;
   /** characters of message text shown now, over all messages (benchmarks read it per frame) */
@@ -121,6 +124,7 @@ export function newCounters(): Counters {
     frames: 0,
     deltas: 0,
     acks: 0,
+    ack_msgs: 0,
     resyncs: 0,
     chars: 0,
     render_ms: 0,
@@ -162,8 +166,8 @@ export interface FrameDeps {
    * the acks it owes, or null when nothing was pending and the DOM was not touched.
    */
   render: (now: number) => readonly { readonly id: string; readonly seq: number }[] | null;
-  /** sends an ack to the kernel */
-  ack: (msg: AckMsg) => void;
+  /** sends a round of acks to the kernel */
+  ack: (msg: AcksMsg) => void;
   /**
    * After a frame that touched the DOM: what reads layout (scroll positions).
    * A loop of its own calls it after `render`; the page loop once every view
@@ -304,7 +308,10 @@ export class FrameLoop {
     }
   };
 
-  /** Sends every owed ack now, with the mean DOM time of the frames since the last round. */
+  /**
+   * Sends every owed ack now, in one message (several of at most `MAX_ACKS`
+   * when more are owed), with the mean DOM time of the frames since the last round.
+   */
   private payRound(): void {
     if (this.trailing !== null) {
       this.timer.clear(this.trailing);
@@ -315,11 +322,19 @@ export class FrameLoop {
     }
     const { counters, ack, now } = this.deps;
     const renderMs = Math.round((this.owedMs / Math.max(1, this.owedFrames)) * 1000) / 1000;
+    const entries: AckEntry[] = [];
     for (const [id, seq] of this.owed) {
-      ack({ kind: "ack", id, seq, render_ms: renderMs });
+      entries.push({ id, seq });
       this.acked.set(id, seq);
-      counters.acks++;
     }
+    for (let i = 0; i < entries.length; i += MAX_ACKS) {
+      const [first, ...rest] = entries.slice(i, i + MAX_ACKS);
+      if (first !== undefined) {
+        ack({ kind: "acks", acks: [first, ...rest], render_ms: renderMs });
+        counters.ack_msgs++;
+      }
+    }
+    counters.acks += entries.length;
     this.owed.clear();
     this.owedMs = 0;
     this.owedFrames = 0;

@@ -135,6 +135,7 @@ export type ViewMsg =
   | ByeMsg
   | ResyncMsg
   | AckMsg
+  | AcksMsg
   | ToolApprovalMsg
   | ChunkMsg;
 /**
@@ -526,7 +527,9 @@ export interface ResyncMsg {
   have?: number;
 }
 /**
- * View -> kernel: delta `seq` of `id` was rendered, taking `render_ms`.
+ * View -> kernel: delta `seq` of `id` was rendered, taking `render_ms`. Sent
+ * by views of earlier versions, one per message of a round; a view of this version
+ * sends the round as one `AcksMsg`. The kernel still takes both.
  */
 export interface AckMsg {
   kind: "ack";
@@ -534,6 +537,36 @@ export interface AckMsg {
   seq: number;
   /**
    * the mean DOM time of the view's frames since its last ack (absent: 0)
+   */
+  render_ms?: number;
+}
+/**
+ * One message's ack in an `AcksMsg`: delta `seq` of `id` was rendered.
+ */
+export interface AckEntry {
+  id: string;
+  seq: number;
+}
+/**
+ * View -> kernel: a round of acks, one message for every message the view owes an
+ * ack (a `Compare`'s panes, a reply's several streams), instead of one
+ * `AckMsg` each: every browser -> kernel message makes the kernel publish a
+ * busy and an idle status to the page, whatever it carries. The kernel applies the
+ * entries in order, each as an `AckMsg` of the same `id`, `seq` and
+ * `render_ms`; a message with an entry that does not fit is refused whole (none
+ * of it applied).
+ */
+export interface AcksMsg {
+  kind: "acks";
+  /**
+   * the acks of the round, in the order the view rendered their messages
+   *
+   * @minItems 1
+   * @maxItems 256
+   */
+  acks: [AckEntry, ...AckEntry[]];
+  /**
+   * the mean DOM time of the view's frames since its last round (absent: 0)
    */
   render_ms?: number;
 }
@@ -720,6 +753,11 @@ export const MAX_VIEW_TEXT = 1000000;
 export const MAX_VIEW_ID = 256;
 export const MAX_SEQ = 9007199254740992;
 export const MAX_RENDER_MS = 3600000.0;
+/**
+ * the most acks one `AcksMsg` carries: a view owing more in a round sends them
+ * in several messages of at most this many
+ */
+export const MAX_ACKS = 256;
 /** every state of a tool call (a view shows one it does not know as `cancelled`) */
 export const TOOL_STATES = [
   "streaming",

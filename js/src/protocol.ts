@@ -25,8 +25,10 @@
  *   {@link SystemPromptMsg}, {@link SwitchMsg}, {@link EditMsg} (user commands),
  *   {@link ToolApprovalMsg} (a person's answer to a tool call's approval card),
  *   {@link HelloMsg} when a view renders, {@link ResyncMsg} when
- *   `live` or a final meta names deltas the model lacks, {@link AckMsg} after
- *   the frame that rendered a delta. The kernel checks each against its type.
+ *   `live` or a final meta names deltas the model lacks, {@link AcksMsg} after
+ *   the frame that rendered a delta (one per round of acks, for every message
+ *   owed one; {@link AckMsg}, one per message, is what earlier views sent). The
+ *   kernel checks each against its type.
  * - Older kernels: a `conversation` list trait of whole messages and `delta`
  *   custom messages ({@link DeltaMsg}); still shown (saved notebooks), never
  *   sent by a kernel of this version.
@@ -62,7 +64,9 @@ import {
 } from "./protocol.gen";
 
 export type {
+  AckEntry,
   AckMsg,
+  AcksMsg,
   AttachmentKind,
   AttachmentMeta,
   AttachmentPolicy,
@@ -111,6 +115,7 @@ export {
   CURRENT_KEY,
   LAST_ID_KEY,
   LIVE_KEY,
+  MAX_ACKS,
   PART_TYPES,
   REMOVED_KEY,
   STATE_TRAIT,

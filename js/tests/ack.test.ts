@@ -8,7 +8,7 @@ import {
   PAGE_ACK_ROUNDS_PER_S,
   type Timer,
 } from "../src/frame";
-import type { AckMsg } from "../src/protocol";
+import { type AcksMsg, MAX_ACKS } from "../src/protocol";
 import { FakeFrames } from "./fakes";
 
 /** A hand-driven clock and timer: `advance` runs the timers that fall due. */
@@ -49,7 +49,10 @@ function setup(ackGapMs?: number, shared?: { time: FakeTime; budget: AckBudget }
   const frames = new FakeFrames();
   const time = shared?.time ?? new FakeTime();
   const budget = shared?.budget ?? { active: new Map() };
-  const acks: AckMsg[] = [];
+  /** the messages sent (one per round) */
+  const msgs: AcksMsg[] = [];
+  /** every ack they carried, in order, with its round's render time */
+  const acks: { id: string; seq: number; render_ms: number | undefined }[] = [];
   const counters = newCounters();
   let owe: { id: string; seq: number }[] = [];
   const loop = new FrameLoop({
@@ -59,7 +62,10 @@ function setup(ackGapMs?: number, shared?: { time: FakeTime; budget: AckBudget }
       time.t += 2; // the frame's DOM work
       return owe;
     },
-    ack: (m) => acks.push(m),
+    ack: (m) => {
+      msgs.push(m);
+      for (const a of m.acks) acks.push({ ...a, render_ms: m.render_ms });
+    },
     counters,
     timer: time,
     budget,
@@ -72,14 +78,14 @@ function setup(ackGapMs?: number, shared?: { time: FakeTime; budget: AckBudget }
     frames.frame();
     time.advance(ms - 2);
   };
-  return { frames, time, acks, counters, loop, frame };
+  return { frames, time, msgs, acks, counters, loop, frame };
 }
 
 describe("sparse acks", () => {
   it("acks a message's first delta at once, then at most one round per gap", () => {
     const { acks, frame } = setup();
     frame({ a: 1 });
-    expect(acks).toEqual([{ kind: "ack", id: "a", seq: 1, render_ms: 2 }]);
+    expect(acks).toEqual([{ id: "a", seq: 1, render_ms: 2 }]);
     // the kernel's 25 deltas/s, one per frame, for 2.4 s: the old way sent 60 acks
     for (let seq = 2; seq <= 61; seq++) frame({ a: seq }, 40);
     expect(acks.length).toBeGreaterThanOrEqual(Math.floor(2400 / (ACK_GAP_MS + 40)));
@@ -132,19 +138,74 @@ describe("sparse acks", () => {
     expect(acks.length).toBe(2); // nothing owed: nothing sent
   });
 
-  it("pays every message it owes in one round", () => {
-    const { acks, frame, time } = setup();
+  it("pays every message it owes in one round, one message", () => {
+    const { msgs, acks, counters, frame, time } = setup();
     frame({ a: 1, b: 1 });
     frame({ a: 2 });
     frame({ b: 4 });
     time.advance(ACK_GAP_MS);
+    expect(msgs).toEqual([
+      {
+        kind: "acks",
+        acks: [
+          { id: "a", seq: 1 },
+          { id: "b", seq: 1 },
+        ],
+        render_ms: 2,
+      },
+      {
+        kind: "acks",
+        acks: [
+          { id: "a", seq: 2 },
+          { id: "b", seq: 4 },
+        ],
+        render_ms: 2,
+      },
+    ]);
     expect(acks.map((m) => `${m.id}${m.seq}`)).toEqual(["a1", "b1", "a2", "b4"]);
+    expect(counters).toMatchObject({ acks: 4, ack_msgs: 2 });
   });
 
-  it("a gap of 0 acks every frame (the previous way)", () => {
-    const { acks, frame } = setup(0);
-    for (let seq = 1; seq <= 10; seq++) frame({ a: seq });
-    expect(acks.map((m) => m.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+  it("a Compare of 4 panes sends one message per round, naming every pane's stream", () => {
+    const { msgs, acks, counters, frame, time } = setup();
+    const panes = ["m2", "m3", "m4", "m5"];
+    // the kernel's one message per interval carries a delta of each pane: 25/s for 2 s
+    for (let seq = 1; seq <= 50; seq++) {
+      frame(Object.fromEntries(panes.map((id) => [id, seq])), 40);
+    }
+    time.advance(ACK_GAP_MS); // the trailing round
+    expect(msgs.length).toBeGreaterThanOrEqual(Math.floor(2000 / (ACK_GAP_MS + 40)));
+    expect(msgs.length).toBeLessThanOrEqual(1 + Math.ceil(2000 / ACK_GAP_MS) + 1);
+    for (const m of msgs) {
+      expect(m.kind).toBe("acks");
+      expect(m.acks.map((a) => a.id)).toEqual(panes); // every owed stream, in one message
+      expect(new Set(m.acks.map((a) => a.seq)).size).toBe(1); // the same frame's seq
+    }
+    expect(msgs.at(-1)?.acks.map((a) => a.seq)).toEqual([50, 50, 50, 50]); // the end acked
+    expect(counters.ack_msgs).toBe(msgs.length);
+    expect(counters.acks).toBe(4 * msgs.length);
+    expect(acks.length).toBe(counters.acks);
+  });
+
+  it("a round owing more than MAX_ACKS goes in messages of at most MAX_ACKS, in order", () => {
+    const { msgs, acks, counters, frame } = setup();
+    const n = 2 * MAX_ACKS + 3;
+    const ids = Array.from({ length: n }, (_, i) => `m${i + 1}`);
+    frame(Object.fromEntries(ids.map((id, i) => [id, i + 1]))); // all new: paid at once
+    expect(msgs.map((m) => m.acks.length)).toEqual([MAX_ACKS, MAX_ACKS, 3]);
+    expect(msgs.every((m) => m.render_ms === 2)).toBe(true);
+    expect(acks.map((a) => a.id)).toEqual(ids);
+    expect(acks.map((a) => a.seq)).toEqual(ids.map((_, i) => i + 1));
+    expect(counters).toMatchObject({ acks: n, ack_msgs: 3 });
+  });
+
+  it("a gap of 0 acks every frame (the previous way), still one message a frame", () => {
+    const { msgs, acks, frame } = setup(0);
+    for (let seq = 1; seq <= 10; seq++) frame({ a: seq, b: seq });
+    expect(msgs.length).toBe(10);
+    expect(acks.filter((m) => m.id === "a").map((m) => m.seq)).toEqual([
+      1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+    ]);
   });
 
   it("a seq lower than the last acked (a new view's numbering) is acked at once", () => {

@@ -83,7 +83,7 @@ function mount(debug: unknown) {
       t += ms;
       frames.frame();
     },
-    acks: () => model.sent.filter((m) => m.kind === "ack").length,
+    acks: () => model.sent.filter((m) => m.kind === "acks").length,
     blocks: () => [...el.querySelectorAll('[data-id="m2"] .nbs-md > *')],
   };
 }

@@ -2,13 +2,13 @@
 import { describe, expect, it } from "vitest";
 import { type ChatRoot, mountChat } from "../src/chat";
 import { FrameLoop, newCounters } from "../src/frame";
-import type { AckMsg } from "../src/protocol";
+import type { AcksMsg } from "../src/protocol";
 import { FakeFrames, FakeModel, message, steppingClock } from "./fakes";
 
 describe("FrameLoop", () => {
   const setup = (result: { id: string; seq: number }[] | null) => {
     const frames = new FakeFrames();
-    const acks: AckMsg[] = [];
+    const acks: AcksMsg[] = [];
     const counters = newCounters();
     let renders = 0;
     const loop = new FrameLoop({
@@ -45,10 +45,16 @@ describe("FrameLoop", () => {
     frames.frame();
     expect(renders()).toBe(1);
     expect(acks).toEqual([
-      { kind: "ack", id: "a", seq: 7, render_ms: 2.5 },
-      { kind: "ack", id: "b", seq: 3, render_ms: 2.5 },
+      {
+        kind: "acks",
+        acks: [
+          { id: "a", seq: 7 },
+          { id: "b", seq: 3 },
+        ],
+        render_ms: 2.5,
+      },
     ]);
-    expect(counters).toMatchObject({ frames: 1, renders: 1, acks: 2 });
+    expect(counters).toMatchObject({ frames: 1, renders: 1, acks: 2, ack_msgs: 1 });
     expect(counters).toMatchObject({ render_ms: 2.5, max_render_ms: 2.5 });
   });
 
@@ -57,7 +63,7 @@ describe("FrameLoop", () => {
     loop.request();
     frames.frame();
     expect(acks).toEqual([]);
-    expect(counters).toMatchObject({ frames: 1, renders: 0, acks: 0, render_ms: 0 });
+    expect(counters).toMatchObject({ frames: 1, renders: 0, acks: 0, ack_msgs: 0, render_ms: 0 });
   });
 
   it("dispose cancels the pending frame and ignores later requests", () => {
@@ -104,10 +110,16 @@ describe("frames in a mounted chat", () => {
 
     frames.frame();
     expect(observer.takeRecords().length).toBeGreaterThan(0);
-    expect(root.__nbstream).toMatchObject({ frames: 1, renders: 1, acks: 2 });
-    expect(model.drain("ack")).toEqual([
-      { kind: "ack", id: "a", seq: 50, render_ms: 1 },
-      { kind: "ack", id: "b", seq: 20, render_ms: 1 },
+    expect(root.__nbstream).toMatchObject({ frames: 1, renders: 1, acks: 2, ack_msgs: 1 });
+    expect(model.drain("acks")).toEqual([
+      {
+        kind: "acks",
+        acks: [
+          { id: "a", seq: 50 },
+          { id: "b", seq: 20 },
+        ],
+        render_ms: 1,
+      },
     ]);
     // assistant text is Markdown: one paragraph, trailing space trimmed
     const text = (id: string) =>
@@ -131,7 +143,7 @@ describe("frames in a mounted chat", () => {
     const { model, frames, root, cleanup } = mount();
     model.delta("a", 1, "x");
     frames.frame();
-    model.drain("ack");
+    model.drain("acks");
     model.delta("a", 1, "x");
     model.delta("a", 3, "z");
     expect(frames.pending).toBe(0);
@@ -150,7 +162,7 @@ describe("frames in a mounted chat", () => {
     expect(el.querySelector('[data-id="a"]')?.getAttribute("data-status")).toBe("running");
     frames.frame();
     expect(el.querySelector('[data-id="a"]')?.getAttribute("data-status")).toBe("done");
-    expect(model.drain("ack")).toEqual([]);
+    expect(model.drain("acks")).toEqual([]);
     expect(root.__nbstream.renders).toBe(1);
     cleanup();
   });

@@ -675,7 +675,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
       frames.frame();
     }
     expect(el.querySelectorAll(".nbs-message").length).toBe(200);
-    expect(model.drain("ack")).toEqual([]);
+    expect(model.drain("acks")).toEqual([]);
   });
 
   it("a new question and its answer stream at the end as in a fresh chat", () => {
@@ -714,7 +714,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     expect(question.querySelector(".nbs-text")?.textContent).toBe("More?");
     expect(question.classList.contains(DEFERRED_CLASS)).toBe(false);
     // the live answer is acked (the kernel paces its stream by the view), the history never
-    expect(model.drain("ack").map((a) => a.id)).toEqual([`m${n + 2}`]);
+    expect(model.drain("acks").flatMap((m) => m.acks.map((a) => a.id))).toEqual([`m${n + 2}`]);
   });
 
   it("without lazy rendering (the previous way) renders everything at once", () => {

@@ -69,7 +69,7 @@ describe("mode stream", () => {
     expect(v.root.__nbstream.renders).toBe(2);
     // the first delta rendered is acked at once; the rest by the next round of
     // acks, one gap later (sparse acks: frame.ts, tests/ack.test.ts)
-    expect(v.model.drain("ack").map((a) => a.seq)).toEqual([2]);
+    expect(v.model.drain("acks").flatMap((m) => m.acks.map((a) => a.seq))).toEqual([2]);
   });
 
   it("shows Stop only while the answer is live; Stop and Escape stop it", () => {

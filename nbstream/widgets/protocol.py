@@ -108,11 +108,13 @@ Direction rules (who may send what, how often, and why):
   :class:`ToolApprovalMsg`),
   :class:`HelloMsg` when a view is rendered (the kernel re-sends the metas of live
   messages and ``live``), and
-  :class:`AckMsg` after the frame that rendered a delta of a message the view
+  :class:`AcksMsg` after the frame that rendered a delta of a message the view
   saw live (never for a message final when it first saw it: a loaded history is
-  not acked). :class:`ChunkMsg` goes to the kernel's runtime widget
-  (``runtime.py``), when a view meets a formula, a code block or a character
-  reference before the kernel sent the chunk it needs. The kernel handles them
+  not acked): one message a round of acks, for every message it owes one (views
+  of earlier versions send an :class:`AckMsg` per message; still accepted).
+  :class:`ChunkMsg` goes to the kernel's runtime widget (``runtime.py``), when a
+  view meets a formula, a code block or a character reference before the kernel
+  sent the chunk it needs. The kernel handles them
   on its main thread (or on a subshell thread with ``commsOverSubshells``), so
   handlers only record or enqueue and never block.
 * **Kernel -> view, custom messages.** :class:`WelcomeMsg`, the answer to a
@@ -571,12 +573,42 @@ class ResyncMsg(TypedDict):
 
 
 class AckMsg(TypedDict):
-    """View -> kernel: delta ``seq`` of ``id`` was rendered, taking ``render_ms``."""
+    """View -> kernel: delta ``seq`` of ``id`` was rendered, taking ``render_ms``. Sent
+    by views of earlier versions, one per message of a round; a view of this version
+    sends the round as one :class:`AcksMsg`. The kernel still takes both."""
 
     kind: Literal["ack"]
     id: ViewId
     seq: Annotated[int, Meta(ge=1, le=MAX_SEQ)]
     #: the mean DOM time of the view's frames since its last ack (absent: 0)
+    render_ms: NotRequired[Annotated[float, Meta(ge=0, le=MAX_RENDER_MS)]]
+
+
+#: the most acks one :class:`AcksMsg` carries: a view owing more in a round sends them
+#: in several messages of at most this many
+MAX_ACKS = 256
+
+
+class AckEntry(TypedDict):
+    """One message's ack in an :class:`AcksMsg`: delta ``seq`` of ``id`` was rendered."""
+
+    id: ViewId
+    seq: Annotated[int, Meta(ge=1, le=MAX_SEQ)]
+
+
+class AcksMsg(TypedDict):
+    """View -> kernel: a round of acks, one message for every message the view owes an
+    ack (a ``Compare``'s panes, a reply's several streams), instead of one
+    :class:`AckMsg` each: every browser -> kernel message makes the kernel publish a
+    busy and an idle status to the page, whatever it carries. The kernel applies the
+    entries in order, each as an :class:`AckMsg` of the same ``id``, ``seq`` and
+    ``render_ms``; a message with an entry that does not fit is refused whole (none
+    of it applied)."""
+
+    kind: Literal["acks"]
+    #: the acks of the round, in the order the view rendered their messages
+    acks: Annotated[list[AckEntry], Meta(min_length=1, max_length=MAX_ACKS)]
+    #: the mean DOM time of the view's frames since its last round (absent: 0)
     render_ms: NotRequired[Annotated[float, Meta(ge=0, le=MAX_RENDER_MS)]]
 
 
@@ -603,8 +635,8 @@ class ChunkMsg(TypedDict):
 #: Every message a view sends; each is told apart by its ``kind``. A
 #: :class:`ChunkMsg` goes to the runtime widget, every other to the view's widget.
 ViewMsg = (SendMsg | StopMsg | RegenerateMsg | ClearMsg | ContinueMsg | SystemPromptMsg
-           | SwitchMsg | EditMsg | HelloMsg | ByeMsg | ResyncMsg | AckMsg | ToolApprovalMsg
-           | ChunkMsg)
+           | SwitchMsg | EditMsg | HelloMsg | ByeMsg | ResyncMsg | AckMsg | AcksMsg
+           | ToolApprovalMsg | ChunkMsg)
 
 
 class PaneInfo(TypedDict):
@@ -687,13 +719,13 @@ GENERATED: tuple[Any, ...] = (
     Status, FinishReason, PartType, Role, Mode, DeltaBody, LoadingMeta, MessageMeta,
     MessageState, DeltaMsg, SendMsg, StopMsg, RegenerateMsg, ClearMsg, ContinueMsg,
     SwitchMsg, EditMsg, SystemPromptMsg, HelloMsg, ByeMsg, WelcomeMsg, ResyncMsg, AckMsg,
-    ChunkName, ChunkMsg, ViewMsg, PaneInfo, ViewDebug, ViewTraits, TextRun, DeltaRun,
-    *TOOL_TYPES, *ATTACHMENT_TYPES,
+    AckEntry, AcksMsg, ChunkName, ChunkMsg, ViewMsg, PaneInfo, ViewDebug, ViewTraits, TextRun,
+    DeltaRun, *TOOL_TYPES, *ATTACHMENT_TYPES,
 )
 #: ... and these constants
 GENERATED_CONSTANTS = ("FINAL_STATUSES", "PART_TYPES", "STATE_TRAIT", "LAST_ID_KEY",
                        "CURRENT_KEY", "LIVE_KEY", "REMOVED_KEY", "MAX_VIEW_TEXT",
-                       "MAX_VIEW_ID", "MAX_SEQ", "MAX_RENDER_MS", *TOOL_CONSTANTS,
+                       "MAX_VIEW_ID", "MAX_SEQ", "MAX_RENDER_MS", "MAX_ACKS", *TOOL_CONSTANTS,
                        *ATTACHMENT_CONSTANTS)
 
 

@@ -213,6 +213,9 @@ await scenario(async ({ page, params }) => {
   const chars = await page.evaluate(() =>
     [...document.querySelectorAll('.nbs-chat')].map((r) => ({
       chars: r.__nbstream.chars,
+      // acks sent, and the messages that carried them (a round of a Compare's panes: one)
+      acks: r.__nbstream.acks,
+      ack_msgs: r.__nbstream.ack_msgs,
       questions: r.querySelectorAll('.nbs-message[data-role="user"]').length,
     })),
   );

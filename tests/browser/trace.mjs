@@ -303,15 +303,24 @@ export function analyseTrace(events, { maxTasks = 40 } = {}) {
   const busyNames = {};
   let busyUs = 0;
   const frames = { painted: 0, laid_out_twice: 0, layout_passes: 0 };
+  // tasks that handle a kernel websocket message (JupyterLab's _onWSMessage runs in them)
+  const ws = { tasks: 0, us: 0 };
   if (streamFrom !== null) {
     const to = streamTo ?? Infinity;
     let k = 0;
     for (const t of tasks) {
       if (t.ts < streamFrom || t.ts > to) continue;
       busyUs += t.dur ?? 0;
-      if ((t.dur ?? 0) < 1000) continue; // tiny tasks: counted in busy, not split
-      const end = t.ts + t.dur;
+      const end = t.ts + (t.dur ?? 0);
       while (k < evs.length && evs[k].ts < t.ts) k++;
+      for (let m = k; m < evs.length && evs[m].ts < end; m++) {
+        if (evs[m].name === 'FunctionCall' && evs[m].args?.data?.functionName === '_onWSMessage') {
+          ws.tasks++;
+          ws.us += t.dur ?? 0;
+          break;
+        }
+      }
+      if ((t.dur ?? 0) < 1000) continue; // tiny tasks: counted in busy, not split
       const inside = [];
       for (let m = k; m < evs.length && evs[m].ts < end; m++) if (evs[m] !== t) inside.push(evs[m]);
       const node = { ev: t, children: treeOf(inside), end };
@@ -339,6 +348,7 @@ export function analyseTrace(events, { maxTasks = 40 } = {}) {
     profile_samples: samples.length,
     stream_ms: r1(streamMs),
     frames_in_stream: frames,
+    websocket_tasks_in_stream: { tasks: ws.tasks, ms: r1(ws.us / 1000) },
     main_thread_busy_in_stream: streamMs ? r1((busyUs / 1000 / streamMs) * 100) : null, // percent
     busy_ms_in_stream_by_class: Object.fromEntries(Object.entries(busy).filter(([, us]) => us >= 1000).sort((a, b) => b[1] - a[1]).map(([c, us]) => [c, r1(us / 1000)])),
     // the same time by trace event (self time): which rendering step (Layerize, Paint,
