@@ -44,9 +44,10 @@
  * Runs on the browser's main thread only; a {@link GlyphWarmer} is owned by
  * the document it warms.
  */
+import { MAYBE_FALLBACK } from "./fallback";
 
-/** Characters that may need a fallback font: beyond Latin (U+0020–U+02FF), spaces aside. */
-const MAYBE_FALLBACK = /[^ -\u02ff\s]/gu;
+/** Every character that may need a fallback font (fallback.ts), for `match`. */
+const ALL_MAYBE_FALLBACK = new RegExp(MAYBE_FALLBACK.source, "gu");
 /** Text that may hold a formula (math.ts typesets `$…$`, `$$…$$`, `\(…\)` and `\[…\]`). */
 const MAYBE_MATH = /\$|\\\(|\\\[/;
 /**
@@ -91,7 +92,7 @@ const MAX_BATCH = 256;
 
 /** The characters of `text` that may need a fallback font, in order, repeated ones too. */
 export function glyphsOf(text: string): string[] {
-  return text.match(MAYBE_FALLBACK) ?? [];
+  return text.match(ALL_MAYBE_FALLBACK) ?? [];
 }
 
 /** What one {@link GlyphWarmer.step} did, for tests and benchmarks. */

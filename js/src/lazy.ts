@@ -82,6 +82,8 @@
  * settled with placeholders left ({@link LazyRenderer.flush}), after a scroll,
  * or while a history enters the DOM. Runs on the browser's main thread only.
  */
+
+import { MAYBE_FALLBACK } from "./fallback";
 import type { FrameScheduler, Timer } from "./frame";
 import type { GlyphWarmer } from "./glyphs";
 import type { WarmPart } from "./incremental";
@@ -108,8 +110,6 @@ export const OPENING_CLASS = "nbs-opening";
 const WARM_STEPS: readonly WarmPart[] = ["parser", "sanitizer", "layout"];
 /** A placeholder holding a search match is tried again after this long (ms). */
 export const MARK_RETRY_MS = 1000;
-/** Text with characters that may need a fallback font (glyphs.ts: beyond Latin, spaces aside). */
-const MAYBE_FALLBACK = /[^ -\u02ff\s]/u;
 /** The class of a deferred message element. */
 export const DEFERRED_CLASS = "nbs-deferred";
 
