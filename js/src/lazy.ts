@@ -247,7 +247,7 @@ export class LazyRenderer {
   /** sees search marks come into placeholders and go (null: no MutationObserver) */
   private readonly marks: MutationObserver | null;
   readonly counters: LazyCounters = { deferred: 0, tail: 0, near: 0, frames: 0, glyphFrames: 0 };
-  /** where {@link LazyOptions.glyphs} lays characters out, hidden (after the list) */
+  /** where {@link LazyOptions.glyphs} lays characters out, hidden (in the page's body) */
   private glyphBox: HTMLElement | null = null;
   /** the list was out of sight, or the warmer loading, when characters were to be laid out */
   private glyphsParked = false;
@@ -498,7 +498,8 @@ export class LazyRenderer {
 
   /**
    * Whether characters of deferred messages wait to be laid out for their
-   * fonts (not while the list is out of sight: see {@link warmGlyphs}).
+   * fonts (not while parked: the list out of sight, a search's marks in it,
+   * or the warmer loading; see {@link warmGlyphs}).
    */
   private glyphsWaiting(): boolean {
     return (
@@ -562,10 +563,11 @@ export class LazyRenderer {
       return;
     }
     if (this.glyphBox === null) {
-      // In the page's body, not in the output: JupyterLab's search over cell outputs
-      // watches their nodes and searches again when they change (its current match,
-      // a `mark`, would be replaced every frame). In the list's font, so that the
-      // sizes are the messages' (the strikes, glyphs.ts).
+      // In the page's body, not in the output: the output's DOM stays still while
+      // characters are laid out (JupyterLab's search over cell outputs lost its current
+      // match while warming ran, traced in tests/test_browser_long_chat.py; what fixed
+      // that is waiting while its marks are in the list, above). In the list's font,
+      // so that the sizes are the messages' (the strikes, glyphs.ts).
       const doc = root.ownerDocument;
       this.glyphBox = doc.createElement("div");
       this.glyphBox.className = "nbs-warm";
