@@ -35,7 +35,7 @@ import {
 } from "./frame";
 import { browserIdle, type IdleScheduler } from "./highlight";
 import { type KeyModel, KeyReader } from "./keys";
-import { canDefer, hasUntilFound } from "./lazy";
+import { ATTACH_FIRST, canDefer, hasUntilFound } from "./lazy";
 import {
   type ChatTraits,
   CURRENT_KEY,
@@ -267,7 +267,9 @@ export function mountChat(
     branchDirty = true;
     return true;
   };
-  const render = (t: number, announce = true) => {
+  /** a history waits for the first frame, which announces none of its statuses */
+  let quiet = false;
+  const render = (t: number, announce = !quiet) => {
     let changes: Changes | null = conversation.take();
     if (changes === null && !branchDirty) {
       return null;
@@ -280,6 +282,7 @@ export function mountChat(
       changes = { ...changes, order: branch.order };
     }
     branchDirty = false;
+    quiet = false;
     view.paint(changes, summary(), t, announce);
     connection.setActive(live(null));
     return changes.acks;
@@ -386,7 +389,11 @@ export function mountChat(
       const t = now();
       view.setConnection(state, reason, t);
       view.paint({ order: null, messages: [], acks: [] }, summary(), t, false);
-      view.settle(); // outside a frame: paint writes, settle reads layout after it
+      if (!quiet) {
+        // outside a frame: paint writes, settle reads layout after it (a history
+        // waiting for its first frame settles there: no layout forced in this task)
+        view.settle();
+      }
     },
   });
   const onCommLive = (): void => connection.linkChanged();
@@ -410,7 +417,10 @@ export function mountChat(
   onPolicy();
   el.appendChild(view.root);
   // The saved or current conversation is shown at once, not a frame later,
-  // and without announcing its statuses.
+  // and without announcing its statuses. A long history is built in the first
+  // frame instead: this task already evaluated the module and built the view
+  // (30-45 ms, traced, for a 1,000-message chat), and its end shows in frames
+  // of its own anyway (lazy.ts holdEnd), so nothing shows later for it.
   if (keys.present()) {
     readCurrent();
     for (const r of keys.sync(now()).resyncs) {
@@ -420,8 +430,13 @@ export function mountChat(
   } else {
     conversation.applyState(model.get(STATE_TRAIT));
   }
-  render(now(), false);
-  view.settle();
+  if (lazy && conversation.list().length > ATTACH_FIRST) {
+    quiet = true;
+    loop.request();
+  } else {
+    render(now(), false);
+    view.settle();
+  }
   connection.hello();
 
   return () => {

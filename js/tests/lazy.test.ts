@@ -493,6 +493,10 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     cleanups.push(() => Object.defineProperty(proto, "scrollHeight", own ?? {}));
     // a clock that moves 4 ms per reading: two chunks fit a frame's 8 ms
     const { list, frames } = mount(n, steppingClock(4));
+    // the task that made the view (the module evaluated, the chrome built) builds no
+    // list: its first frame does
+    expect(list.children.length).toBe(0);
+    frames.frame();
     expect(reads).toEqual([]);
     expect(list.children.length).toBe(ATTACH_FIRST);
     const last = list.lastElementChild as HTMLElement;
@@ -539,6 +543,57 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     expect(first.dataset.status).toBe("done");
   });
 
+  it("a short chat shows in the task that made it; a history's first frame announces none of its statuses", () => {
+    // as many messages as the list puts in the DOM at once: no history, shown at once
+    const short = mount(ATTACH_FIRST);
+    expect(short.list.children.length).toBe(ATTACH_FIRST);
+    expect(short.list.classList.contains(OPENING_CLASS)).toBe(false);
+    const { el, list, frames } = mount(ATTACH_FIRST + 1);
+    expect(list.children.length).toBe(0);
+    const live = el.querySelector(".nbs-live") as HTMLElement;
+    for (let i = 0; i < 10 && frames.pending > 0; i++) {
+      frames.frame();
+      expect(live.textContent).toBe(""); // finished answers are not news
+    }
+    expect(list.children.length).toBe(ATTACH_FIRST + 1);
+    expect(list.classList.contains(OPENING_CLASS)).toBe(false);
+  });
+
+  it("the task that makes a history's view reads no layout, even when its kernel answers in it", async () => {
+    const reads: number[] = [];
+    const proto = Element.prototype;
+    const own = Object.getOwnPropertyDescriptor(proto, "scrollHeight");
+    Object.defineProperty(proto, "scrollHeight", {
+      configurable: true,
+      get(this: Element) {
+        reads.push(1);
+        return own?.get?.call(this) ?? 0;
+      },
+    });
+    cleanups.push(() => Object.defineProperty(proto, "scrollHeight", own ?? {}));
+    const { state } = history(100);
+    // a live comm, found in the same task (a promise already resolved): the view says
+    // "connected" at once
+    const model = new FakeModel({ mode: "chat", _model_ref: "IPY_MODEL_x", ...(state as object) });
+    model.widget_manager = { get_model: () => Promise.resolve({ comm_live: true }) } as never;
+    const el = document.createElement("div");
+    document.body.append(el);
+    cleanups.push(() => el.remove());
+    const frames = new FakeFrames();
+    cleanups.push(
+      mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }),
+    );
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(el.querySelector(".nbs-chat")?.getAttribute("data-connection")).toBe("live");
+    expect(reads).toEqual([]); // the page's layout is read in the frames that build the list
+    for (let i = 0; i < 10 && frames.pending > 0; i++) {
+      frames.frame();
+    }
+    expect(reads.length).toBeGreaterThan(0);
+    expect(el.querySelectorAll(".nbs-message").length).toBe(100);
+  });
+
   it("in the page's one frame loop, the history enters through the loop's frames", () => {
     const n = 400;
     const { state } = history(n);
@@ -551,7 +606,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     // no scheduler of the view's own: every frame it or lazy.ts asks for is the loop's
     cleanups.push(mountChat(model, el, { frames: loop, now: () => 0, idle: null, lazy: true }));
     const list = el.querySelector(".nbs-messages") as HTMLElement;
-    expect(list.children.length).toBe(ATTACH_FIRST);
+    expect(list.children.length).toBe(0); // built in the loop's first frame
     let frameCount = 0;
     while (frames.pending > 0 && frameCount < 100) {
       expect(frames.pending).toBe(1); // one request for the page, whoever asked
@@ -619,6 +674,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const list = el.querySelector(".nbs-messages") as HTMLElement;
     const last = () => list.querySelector(`[data-id="m${n}"]`) as HTMLElement;
     const ids = () => [...list.children].map((c) => (c as HTMLElement).dataset.id);
+    frames.frame(); // the first frame builds the list
     expect(list.classList.contains(OPENING_CLASS)).toBe(true); // the end's own frames
     for (let i = 0; i < 4; i++) {
       frames.frame();
@@ -651,7 +707,8 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
 
   it("copies all of it, placeholders and messages not yet in the DOM included", async () => {
     const n = 300;
-    const { el, entries } = mount(n);
+    const { el, entries, frames } = mount(n);
+    frames.frame(); // the first frame builds the list (Copy all waits for it)
     const seen: string[] = [];
     Object.defineProperty(navigator, "clipboard", {
       configurable: true,
