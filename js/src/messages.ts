@@ -753,7 +753,10 @@ export class MessageList {
       }
       node.reasoning.paint(head, replaced, reasoningAppended, now);
     }
-    if (e.role === "assistant" && (e.toolHead !== undefined || node.tools !== null)) {
+    if (
+      e.role === "assistant" &&
+      (e.toolHead !== undefined || node.tools !== null || node.toolsPending !== null)
+    ) {
       this.paintTools(node, e, replaced, tail, now);
     }
   }
