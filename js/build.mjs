@@ -4,8 +4,9 @@
 // loader.js, the small `_esm` of every widget that imports them from there
 // (src/loader.ts); the chunks math.js (Temml), highlight.js (highlight.js),
 // entities.js (HTML's named character references), linkify.js
-// (linkify-it: bare URLs and e-mail addresses) and glyphs.js (src/glyphs.ts:
-// the fonts for a long history's characters), which the runtime model
+// (linkify-it: bare URLs and e-mail addresses), glyphs.js (src/glyphs.ts:
+// the fonts for a long history's characters) and tools.js (src/toolcard.ts:
+// the cards of tool calls), which the runtime model
 // carries only once a message needs them (src/chunks.ts); and standalone.js,
 // widget.js with every chunk, for where widgets carry the whole front end
 // (marimo). markdown-it's import of the `entities` package resolves to
@@ -14,7 +15,9 @@
 // linkify-it from the linkify chunk; its import of `punycode.js` to
 // src/punycode.ts (the browser's URL parser) and of `uc.micro` to
 // src/ucmicro.ts (Unicode property escapes). Fails when a module would import anything at
-// run time: nothing may come from a CDN or the network.
+// run time: nothing may come from a CDN or the network, and when a chunk would
+// bundle a module of src/ that widget.js has too (a second copy: the tools
+// chunk takes what it runs of the bundle in its options, src/toolhost.ts).
 // `node build.mjs --sizes` also prints each output's bytes by dependency
 // (from esbuild's metafile), and the script a page parses at first render
 // (loader.js and widget.js) against its budget, FIRST_RENDER_BUDGET
@@ -94,6 +97,7 @@ const highlight = await module("chunks/highlight", "highlight.js");
 const entities = await module("chunks/entities", "entities.js");
 const linkify = await module("chunks/linkify", "linkify.js");
 const glyphs = await module("chunks/glyphs", "glyphs.js");
+const tools = await module("chunks/tools", "tools.js");
 const standalone = await module("standalone", "standalone.js");
 await esbuild.build({
   ...common,
@@ -110,6 +114,7 @@ const outputs = [
   ["entities.js", entities],
   ["linkify.js", linkify],
   ["glyphs.js", glyphs],
+  ["tools.js", tools],
   ["standalone.js", standalone],
 ];
 for (const [name, result] of outputs) {
@@ -118,6 +123,27 @@ for (const [name, result] of outputs) {
   );
   if (external.length > 0) {
     console.error(`${name} must be self-contained; it imports: ${external.join(", ")}`);
+    process.exit(1);
+  }
+}
+
+/** Modules of src/ that a chunk may share with widget.js: a leaf of a few bytes. */
+const SHARED = new Set(["src/fallback.ts"]);
+/** The modules of src/ whose code is in a build's output (a type-only import adds none). */
+const ownModules = (result) =>
+  Object.values(result.metafile.outputs).flatMap((o) =>
+    Object.entries(o.inputs)
+      .filter(([path, { bytesInOutput }]) => path.startsWith("src/") && bytesInOutput > 0)
+      .map(([path]) => path),
+  );
+const inBundle = new Set(ownModules(js));
+const chunkOutputs = outputs.filter(
+  ([name]) => !["widget.js", "loader.js", "standalone.js"].includes(name),
+);
+for (const [name, result] of chunkOutputs) {
+  const twice = ownModules(result).filter((path) => inBundle.has(path) && !SHARED.has(path));
+  if (twice.length > 0) {
+    console.error(`${name} bundles a second copy of: ${twice.join(", ")}`);
     process.exit(1);
   }
 }

@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import re
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from _wait import wait_until
 from _wire import send_from_view
 
 import nbstream.widgets.runtime as rt_mod
-from nbstream import ChatWidget
-from nbstream.sources import ScriptedSource
+from nbstream import ChatWidget, tool
+from nbstream.core.pieces import Reasoning
+from nbstream.sources import IteratorSource, ScriptedSource, call
 from nbstream.widgets.runtime import Runtime, runtime_ref, shared_runtime, widget_esm
 
 REPO = Path(__file__).resolve().parents[1]
@@ -185,6 +188,95 @@ def test_the_runtime_carries_a_chunk_only_once_a_reply_needs_it(
         assert sorted(rt.chunks) == expected
         for name in expected:
             assert rt.chunks[name] == (STATIC / f"{name}.js").read_text()
+    finally:
+        chat.close()
+
+
+def test_a_tool_part_is_any_run_of_the_tool_loop() -> None:
+    # what the view's buffer.ts takes out of a reply's text into its tool parts
+    assert not rt_mod.has_tool_part("plain $x$")
+    assert not rt_mod.has_tool_part([["reasoning", "hm"], ["answer", "so"]])  # type: ignore[list-item]
+    for run in (["tool", "{", 0], ["tool_result", "18", 0, {}], ["round", "", 1]):
+        assert rt_mod.has_tool_part([["answer", "Let me look. "], run])  # type: ignore[list-item]
+
+
+def _weather(city: str) -> str:
+    """The weather in a city.
+
+    Args:
+        city: the city
+    """
+    return f"18 °C in {city}"
+
+
+@needs_bundle
+def test_the_runtime_sends_the_tools_chunk_with_a_reply_first_tool_part() -> None:
+    shared_runtime().close()  # a fresh runtime: no chunk sent yet
+    sent: list[str] = []
+    chat = ChatWidget(ScriptedSource(rounds=[["Let me check. ", call("weather", city="Oslo")],
+                                             "It is 18 °C."], rate=100_000),
+                      tools=[tool(_weather, name="weather")])  # asks for approval
+    try:
+        rt = shared_runtime()
+        assert rt.chunks == {}
+        # the chunk goes before the update that shows the call (the pump notes the
+        # bodies first): when the reply's first tool part leaves, the runtime holds it
+        real_send = chat._wire._send
+
+        def send(msg: dict[str, Any], buffers: list[bytes] | None) -> None:
+            state = msg.get("state", {})
+            if any(isinstance(b, list) and rt_mod.has_tool_part(b) for b in state.values()):
+                sent.append("tools" if "tools" in rt.chunks else "none")
+            real_send(msg, buffers)
+
+        chat._wire._send = send
+        reply = chat.send("weather?")
+        wait_until(lambda: len(chat.pending_approvals) == 1, timeout=10,
+                   message="the call did not come to ask for approval")
+        assert rt.chunks["tools"] == (STATIC / "tools.js").read_text()
+        assert sent and set(sent) == {"tools"}, sent
+        chat.approve(reply.tool_calls[0].id)
+        assert reply.wait(30) == "Let me check. It is 18 °C."
+        assert sorted(rt.chunks) == ["tools"]
+        assert rt.provide("tools") is False  # sent once
+    finally:
+        chat.close()
+
+
+@needs_bundle
+def test_a_plain_chat_of_a_thinking_model_gets_no_tools_chunk() -> None:
+    shared_runtime().close()
+
+    def model(_messages: Any) -> Iterator[Any]:
+        yield Reasoning("Let me think. ")
+        yield "Just text."
+
+    chat = ChatWidget(IteratorSource(model), tools=[tool(_weather, name="weather")])
+    try:
+        rt = shared_runtime()
+        assert chat.send("hi").wait(30) == "Just text."
+        assert chat.last is not None and chat.last.reasoning == "Let me think. "
+        assert rt.chunks == {}  # tools offered, none called: no card, no chunk
+    finally:
+        chat.close()
+
+
+@needs_bundle
+def test_a_loaded_history_with_tool_calls_sends_the_tools_chunk() -> None:
+    first = ChatWidget(ScriptedSource(rounds=[[call("weather", city="Oslo")], "It is 18 °C."],
+                                      rate=100_000),
+                       tools=[tool(_weather, name="weather", approve=True)])  # runs at once
+    try:
+        first.send("weather?").wait(30)
+        msgs = first.to_messages()
+    finally:
+        first.close()
+    shared_runtime().close()
+    chat = ChatWidget(ScriptedSource("x"), messages=msgs)
+    try:
+        rt = shared_runtime()
+        wait_until(lambda: "tools" in rt.chunks, timeout=10,
+                   message="the tools chunk was not sent")
     finally:
         chat.close()
 

@@ -84,7 +84,7 @@ def test_the_wheel_holds_the_package_and_the_bundle_only(dist: tuple[Path, Path]
     assert "nbstream/py.typed" in names and "nbstream/static/widget.css" in names
     # the loader, the chunks the runtime sends on demand, and marimo's whole front end
     for name in ("loader.js", "math.js", "highlight.js", "entities.js", "linkify.js",
-                 "standalone.js"):
+                 "glyphs.js", "tools.js", "standalone.js"):
         assert f"nbstream/static/{name}" in names, name
 
 

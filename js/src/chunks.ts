@@ -8,7 +8,10 @@
  * into `nbstream/static/`), fetched the first time a formula, a closed code
  * block, a rarer `&name;` or text that may hold a link is rendered. So is
  * the glyph warmer (`chunks/glyphs.ts`, glyphs.ts), the first time a long
- * history keeps placeholders with characters beyond Latin (lazy.ts).
+ * history keeps placeholders with characters beyond Latin (lazy.ts), and the
+ * cards of tool calls (`chunks/tools.ts`, toolcard.ts), the first time a reply
+ * calls a tool (a plain chat never shows one). That chunk is no leaf: it takes
+ * what it runs of the bundle in its options (toolhost.ts), never a copy.
  *
  * This module is the bundle's side: a registry of the chunks loaded so far.
  * {@link chunk} returns a loaded chunk, or null after asking for it once; the
@@ -23,7 +26,10 @@
  * ({@link addRuntime}, from loader.ts). Its `chunks` trait (name -> ES module
  * text) holds those the kernel sent: it sends one when a message needs it,
  * or when a view asks (a `{kind: "chunk", name}` message to the runtime
- * model). A notebook saved with widget state keeps them, so a saved notebook
+ * model). A chunk is imported when a renderer asks for it, but for the
+ * {@link EAGER} ones, imported as soon as a runtime holds them: the kernel
+ * sends the tools chunk with a reply's first tool part, so that its cards
+ * render without a wait. A notebook saved with widget state keeps them, so a saved notebook
  * and an offline page still render them; a chunk no runtime has is asked of
  * every runtime on the page (a saved page with no kernel cannot answer: its
  * formulas stay as their source). Each chunk is imported once (a Blob URL, as
@@ -39,6 +45,7 @@
 import type { Match as LinkifyMatch } from "linkify-it";
 import type { GlyphWarmer } from "./glyphs";
 import type { ChunkMsg, ChunkName } from "./protocol";
+import type { ToolParts } from "./toolcard";
 
 /** The chunks there are (declared in nbstream/widgets/protocol.py). */
 export type { ChunkName };
@@ -81,13 +88,27 @@ export interface GlyphsChunk {
   pageGlyphs(doc: Document): GlyphWarmer;
 }
 
+/** What the tools chunk exports (chunks/tools.ts; see toolcard.ts, toolhost.ts). */
+export interface ToolsChunk {
+  /** a reply's tool parts; its options' `kit` is what it runs of the bundle */
+  ToolParts: typeof ToolParts;
+}
+
 interface Chunks {
   math: MathChunk;
   highlight: HighlightChunk;
   entities: EntitiesChunk;
   linkify: LinkifyChunk;
   glyphs: GlyphsChunk;
+  tools: ToolsChunk;
 }
+
+/**
+ * Chunks imported as soon as a runtime holds them, asked for or not: the
+ * kernel sends the tools chunk only with a reply's first tool part, which the
+ * view renders at once, so the import runs while that update is on its way.
+ */
+export const EAGER: readonly ChunkName[] = ["tools"];
 
 /** Where chunks come from: asked once per chunk; it calls {@link provideChunk} when loaded. */
 export interface ChunkHost {
@@ -274,6 +295,11 @@ export function addRuntime(runtime: RuntimeModel): void {
     setChunkHost(runtimeHost);
   }
   const onChange = (): void => {
+    for (const name of EAGER) {
+      if (!asked.has(name) && chunkCode(runtime, name) !== null) {
+        asked.add(name);
+      }
+    }
     for (const name of asked) {
       if (!loaded.has(name)) {
         importFromRuntimes(name);

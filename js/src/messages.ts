@@ -33,7 +33,7 @@
 import { MessageAttachments } from "./attachments";
 import type { Siblings } from "./branches";
 import type { Entry, MessageChange } from "./buffer";
-import { type ChunkName, chunk, missedChunks, onChunk } from "./chunks";
+import { type ChunkName, chunk, missedChunks, noteMiss, onChunk } from "./chunks";
 import { browserScheduler, type FrameScheduler, type Timer } from "./frame";
 import type { Highlighter } from "./highlight";
 import {
@@ -52,7 +52,8 @@ import { ScrollFollower } from "./scroll";
 import type { SizedMode } from "./sized";
 import { isWaiting, LiveRate, statusLabel, statusTitle } from "./status";
 import { TextSink } from "./text";
-import { ToolParts } from "./toolcard";
+import type { ToolParts } from "./toolcard";
+import { paintPendingTools, TOOL_KIT } from "./toolhost";
 
 /** How assistant messages are rendered: incremental Markdown, or (benchmarks) the naive way. */
 export type MarkdownMode = "incremental" | "full";
@@ -119,6 +120,8 @@ interface MessageNode {
   reasoning: ReasoningBlock | null;
   /** its tool calls and the later rounds of the agent loop (toolcard.ts), once it has some */
   tools: ToolParts | null;
+  /** what stands for them as text until the tools chunk is there (toolhost.ts) */
+  toolsPending: HTMLElement | null;
   /** the Continue button, once the message was cut at the token limit */
   cont: HTMLButtonElement | null;
   /** the Edit button of a question */
@@ -750,22 +753,55 @@ export class MessageList {
       }
       node.reasoning.paint(head, replaced, reasoningAppended, now);
     }
-    if (e.role === "assistant" && (e.toolHead !== undefined || node.tools !== null)) {
-      if (node.tools === null) {
-        node.tools = new ToolParts(this.doc, {
-          highlighter: this.options.highlighter,
-          markdown: this.options.markdown,
-          sized: this.options.sized,
-          signal: this.options.signal,
-        });
-        node.textEl.after(node.tools.el);
+    if (
+      e.role === "assistant" &&
+      (e.toolHead !== undefined || node.tools !== null || node.toolsPending !== null)
+    ) {
+      this.paintTools(node, e, replaced, tail, now);
+    }
+  }
+
+  /**
+   * A reply's tool calls and later rounds: their cards, from the tools chunk
+   * (toolcard.ts); until it is there (asked for once), each call's name and
+   * state as text, and the message renders again when it comes (chunks.ts).
+   */
+  private paintTools(
+    node: MessageNode,
+    e: Readonly<Entry>,
+    replaced: boolean,
+    tail: readonly ToolRun[],
+    now: number,
+  ): void {
+    let all = replaced;
+    if (node.tools === null) {
+      const tools = chunk("tools");
+      if (tools === null) {
+        noteMiss("tools");
+        if (node.toolsPending === null) {
+          node.toolsPending = makeElement(this.doc, "div", "nbs-tool-parts nbs-tool-pending");
+          node.textEl.after(node.toolsPending);
+        }
+        paintPendingTools(node.toolsPending, e);
+        return;
       }
-      this.toolsToSettle.add(node.tools);
-      try {
-        node.tools.paint(e, replaced, tail, now);
-      } catch (err) {
-        console.error("nbstream: rendering a reply's tool calls failed", err);
-      }
+      node.tools = new tools.ToolParts(this.doc, {
+        highlighter: this.options.highlighter,
+        markdown: this.options.markdown,
+        sized: this.options.sized,
+        signal: this.options.signal,
+        kit: TOOL_KIT,
+      });
+      node.toolsPending?.remove();
+      node.toolsPending = null;
+      node.textEl.after(node.tools.el);
+      all = true; // every run so far, whatever this paint appends
+    }
+    this.toolsToSettle.add(node.tools);
+    try {
+      node.tools.paint(e, all, all ? [] : tail, now);
+    } catch (err) {
+      console.error("nbstream: rendering a reply's tool calls failed", err);
     }
   }
 
@@ -818,6 +854,7 @@ export class MessageList {
       copy: null,
       reasoning: null,
       tools: null,
+      toolsPending: null,
       cont: null,
       edit: null,
       nav: null,

@@ -112,12 +112,14 @@ export type ToolState =
  * What a view loads on first use (`js/src/chunks.ts`): `math` (Temml),
  * `highlight` (highlight.js), `entities` (the table of HTML's named character
  * references, for a rarer `&name;`), `linkify` (linkify-it, for bare URLs and
- * e-mail addresses) and `glyphs` (`js/src/glyphs.ts`: the fonts for a long
- * history's characters, found before a reader scrolls to them), each a module of its
+ * e-mail addresses), `glyphs` (`js/src/glyphs.ts`: the fonts for a long
+ * history's characters, found before a reader scrolls to them) and `tools`
+ * (`js/src/toolcard.ts`: the cards of a reply's tool calls), each a module of its
  * own (`static/<name>.js`) that the kernel's runtime widget (`runtime.py`)
- * carries once a message needs it (`glyphs`: once a view asks).
+ * carries once a message needs it (`glyphs`: once a view asks; `tools`: once a
+ * reply's first tool part is sent).
  */
-export type ChunkName = "entities" | "glyphs" | "highlight" | "linkify" | "math";
+export type ChunkName = "entities" | "glyphs" | "highlight" | "linkify" | "math" | "tools";
 /**
  * Every message a view sends; each is told apart by its `kind`. A
  * `ChunkMsg` goes to the runtime widget, every other to the view's widget.
@@ -574,7 +576,8 @@ export interface AcksMsg {
  * View -> the kernel's runtime widget (not the view's own widget): send chunk
  * `name`; a view met a formula, a code block, a character reference or a link
  * that the kernel had not seen (the kernel sends a chunk when the text it sends needs it),
- * or a long history with characters to find fonts for (`glyphs`).
+ * or a long history with characters to find fonts for (`glyphs`), or a reply's tool
+ * call that came before the kernel's `tools` chunk.
  */
 export interface ChunkMsg {
   kind: "chunk";

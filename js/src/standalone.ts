@@ -1,7 +1,7 @@
 /**
  * The whole front end in one module, for where widgets carry it themselves
  * (marimo: `runtime.standalone()` in `nbstream/widgets/runtime.py`): the
- * bundle with every chunk (math, highlighting, entities, linkify) provided at once, since there
+ * bundle with every chunk (math, highlighting, entities, linkify, glyphs, tools) provided at once, since there
  * is no runtime widget to fetch them from.
  */
 import { provideChunk } from "./chunks";
@@ -10,6 +10,7 @@ import * as glyphs from "./chunks/glyphs";
 import * as highlight from "./chunks/highlight";
 import * as linkify from "./chunks/linkify";
 import * as math from "./chunks/math";
+import * as tools from "./chunks/tools";
 import widget from "./index";
 
 provideChunk("math", math);
@@ -17,5 +18,6 @@ provideChunk("highlight", highlight);
 provideChunk("entities", entities);
 provideChunk("linkify", linkify);
 provideChunk("glyphs", glyphs);
+provideChunk("tools", tools);
 
 export default widget;

@@ -94,6 +94,26 @@ export function loadingLabel(progress: Readonly<LoadingMeta> | undefined): strin
   return f === null ? `${text}…` : `${text}… ${Math.floor(f * 100 + 1e-9)}%`;
 }
 
+const TOOL_STATE_LABELS: Record<string, string> = {
+  streaming: "writing the call…",
+  ready: "ready",
+  awaiting_approval: "waiting for your approval",
+  running: "running…",
+  done: "done",
+  error: "error",
+  denied: "denied",
+  cancelled: "cancelled",
+};
+
+/**
+ * The label of a tool call's state ("waiting for your approval"...): its card's
+ * (toolcard.ts, through the tools chunk's kit) and, until that chunk is there,
+ * the plain line that stands for it (toolhost.ts).
+ */
+export function toolStateLabel(state: string): string {
+  return TOOL_STATE_LABELS[state] ?? state;
+}
+
 /** The human label for a message's status ("" where none is shown). */
 export function statusLabel(e: Readonly<Entry>, charsPerS: number | null = null): string {
   const status: string = e.status;

@@ -27,14 +27,38 @@
  * load something. Only messages.ts creates it, from its paint; the buttons are
  * handled by the view's one delegated click listener (view.ts). Runs on the
  * browser's main thread only.
+ *
+ * It is the tools chunk (chunks/tools.ts, built into `static/tools.js`): a
+ * plain chat never shows a card, so the bundle a page parses at first render
+ * does not carry this module (chunks.ts). It imports only types of the bundle:
+ * what it runs of the bundle's (the reasoning block of a later round, the
+ * Markdown sinks, the sanitizer, the labels of the states) comes in
+ * {@link ToolPartsOptions.kit}, the bundle's own copies (toolhost.ts), so that
+ * nothing is bundled twice and a result's HTML goes through the very sanitizer
+ * the rest of the view uses. build.mjs fails if the chunk bundles another module.
  */
 import type { Entry } from "./buffer";
 import type { Highlighter } from "./highlight";
-import { FullSink, MarkdownSink, renderOnce, type Sink } from "./incremental";
-import { FINAL_STATUSES, FINAL_TOOL_STATES, type ToolCallMeta, type ToolRun } from "./protocol";
-import { ReasoningBlock } from "./reasoning";
-import { sanitize } from "./sanitize";
+import type { FullSink, MarkdownSink, renderOnce, Sink } from "./incremental";
+import type { ToolCallMeta, ToolRun } from "./protocol";
+import type { ReasoningBlock } from "./reasoning";
+import type { sanitize } from "./sanitize";
 import type { SizedMode } from "./sized";
+import type { toolStateLabel } from "./status";
+
+/** What the tools chunk runs of the bundle: the bundle's own (toolhost.ts `TOOL_KIT`). */
+export interface ToolKit {
+  ReasoningBlock: typeof ReasoningBlock;
+  FullSink: typeof FullSink;
+  MarkdownSink: typeof MarkdownSink;
+  /** Markdown rendered whole and sanitized (a result's `text/markdown`) */
+  renderOnce: typeof renderOnce;
+  /** the view's sanitizer (a result's `text/html`) */
+  sanitize: typeof sanitize;
+  toolStateLabel: typeof toolStateLabel;
+  FINAL_STATUSES: ReadonlySet<string>;
+  FINAL_TOOL_STATES: ReadonlySet<string>;
+}
 
 export interface ToolPartsOptions {
   highlighter: Highlighter | null;
@@ -43,21 +67,12 @@ export interface ToolPartsOptions {
   /** how laid-out blocks skip layout (sized.ts; "at-once": the previous way, benchmarks) */
   sized: SizedMode;
   signal: AbortSignal;
+  /** what it runs of the bundle (see the module's comment) */
+  kit: ToolKit;
 }
 
 /** A result longer than this (characters) shows folded, and so does a rich one. */
 export const RESULT_FOLD_CHARS = 600;
-
-const STATE_LABELS: Record<string, string> = {
-  streaming: "writing the call…",
-  ready: "ready",
-  awaiting_approval: "waiting for your approval",
-  running: "running…",
-  done: "done",
-  error: "error",
-  denied: "denied",
-  cancelled: "cancelled",
-};
 
 const BASE64 = /^[A-Za-z0-9+/=\s]+$/;
 
@@ -75,14 +90,10 @@ function seconds(ms: number): string {
   return ms < 1000 ? `${Math.round(ms)} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
 }
 
-/** The label of a call's state ("waiting for your approval"...). */
-export function toolStateLabel(state: string): string {
-  return STATE_LABELS[state] ?? state;
-}
-
 class ToolCard {
   readonly el: HTMLDivElement;
   private readonly doc: Document;
+  private readonly kit: ToolKit;
   private readonly name: HTMLElement;
   private readonly state: HTMLElement;
   private readonly time: HTMLElement;
@@ -99,8 +110,9 @@ class ToolCard {
   private argsTop = 0;
   private shown = "";
 
-  constructor(doc: Document, n: number) {
+  constructor(doc: Document, n: number, kit: ToolKit) {
     this.doc = doc;
+    this.kit = kit;
     this.el = make(doc, "div", "nbs-tool");
     this.el.dataset.call = String(n);
     this.el.setAttribute("role", "group");
@@ -203,13 +215,13 @@ class ToolCard {
     const html = display["text/html"];
     if (typeof html === "string") {
       const div = make(this.doc, "div", "nbs-tool-html nbs-md");
-      div.append(sanitize(this.doc, html));
+      div.append(this.kit.sanitize(this.doc, html));
       return div;
     }
     const md = display["text/markdown"];
     if (typeof md === "string") {
       const div = make(this.doc, "div", "nbs-tool-markdown nbs-md");
-      div.append(renderOnce(this.doc, md));
+      div.append(this.kit.renderOnce(this.doc, md));
       return div;
     }
     return null;
@@ -226,17 +238,18 @@ class ToolCard {
       return;
     }
     this.shown = key;
+    const label = this.kit.toolStateLabel(meta.state);
     this.el.dataset.state = meta.state;
-    this.el.setAttribute("aria-label", `Tool call ${meta.name}: ${toolStateLabel(meta.state)}`);
+    this.el.setAttribute("aria-label", `Tool call ${meta.name}: ${label}`);
     this.name.textContent = meta.name;
-    this.state.textContent = toolStateLabel(meta.state);
+    this.state.textContent = label;
     this.time.textContent = meta.ms === undefined ? "" : seconds(meta.ms);
     this.time.hidden = meta.ms === undefined;
     this.cut.hidden = meta.cut === undefined;
     this.cut.textContent =
       meta.cut === undefined ? "" : `… ${meta.cut.toLocaleString("en-US")} more characters`;
     const error = meta.error ?? "";
-    this.error.hidden = error === "" || !FINAL_TOOL_STATES.has(meta.state);
+    this.error.hidden = error === "" || !this.kit.FINAL_TOOL_STATES.has(meta.state);
     this.error.textContent = error;
     if (asking && this.approval === null) {
       this.approval = this.makeApproval(meta);
@@ -299,7 +312,7 @@ export class ToolParts {
 
   /** The frame's update: new runs in order (or all of them, `replaced`), then the cards' chrome. */
   paint(e: Readonly<Entry>, replaced: boolean, tail: readonly ToolRun[], now: number): void {
-    const final = FINAL_STATUSES.has(e.status);
+    const final = this.options.kit.FINAL_STATUSES.has(e.status);
     if (replaced) {
       this.el.textContent = "";
       this.cards.clear();
@@ -337,7 +350,7 @@ export class ToolParts {
       case "tool": {
         let card = this.cards.get(run.n);
         if (card === undefined) {
-          card = new ToolCard(this.doc, run.n);
+          card = new ToolCard(this.doc, run.n, this.options.kit);
           this.cards.set(run.n, card);
           this.el.append(card.el);
           this.current = null;
@@ -357,7 +370,7 @@ export class ToolParts {
         }
         const r = this.round();
         if (r.reasoning === null) {
-          r.reasoning = new ReasoningBlock(
+          r.reasoning = new this.options.kit.ReasoningBlock(
             this.doc,
             {
               highlighter: this.options.highlighter,
@@ -415,11 +428,11 @@ export class ToolParts {
   }
 
   private makeSink(el: HTMLElement): Sink {
+    const { kit, highlighter } = this.options;
     if (this.options.markdown === "full") {
-      return new FullSink(el);
+      return new kit.FullSink(el);
     }
-    const highlighter = this.options.highlighter;
-    return new MarkdownSink(el, {
+    return new kit.MarkdownSink(el, {
       sized: this.options.sized,
       ...(highlighter === null ? {} : { onClosedCode: (code) => highlighter.enqueue(code) }),
     });

@@ -615,18 +615,21 @@ class AcksMsg(TypedDict):
 #: What a view loads on first use (``js/src/chunks.ts``): ``math`` (Temml),
 #: ``highlight`` (highlight.js), ``entities`` (the table of HTML's named character
 #: references, for a rarer ``&name;``), ``linkify`` (linkify-it, for bare URLs and
-#: e-mail addresses) and ``glyphs`` (``js/src/glyphs.ts``: the fonts for a long
-#: history's characters, found before a reader scrolls to them), each a module of its
+#: e-mail addresses), ``glyphs`` (``js/src/glyphs.ts``: the fonts for a long
+#: history's characters, found before a reader scrolls to them) and ``tools``
+#: (``js/src/toolcard.ts``: the cards of a reply's tool calls), each a module of its
 #: own (``static/<name>.js``) that the kernel's runtime widget (``runtime.py``)
-#: carries once a message needs it (``glyphs``: once a view asks).
-ChunkName = Literal["math", "highlight", "entities", "linkify", "glyphs"]
+#: carries once a message needs it (``glyphs``: once a view asks; ``tools``: once a
+#: reply's first tool part is sent).
+ChunkName = Literal["math", "highlight", "entities", "linkify", "glyphs", "tools"]
 
 
 class ChunkMsg(TypedDict):
     """View -> the kernel's runtime widget (not the view's own widget): send chunk
     ``name``; a view met a formula, a code block, a character reference or a link
     that the kernel had not seen (the kernel sends a chunk when the text it sends needs it),
-    or a long history with characters to find fonts for (``glyphs``)."""
+    or a long history with characters to find fonts for (``glyphs``), or a reply's tool
+    call that came before the kernel's ``tools`` chunk."""
 
     kind: Literal["chunk"]
     name: ChunkName

@@ -2,7 +2,7 @@
 
 Each nbstream widget's own ``_esm`` is a small loader (``js/src/loader.ts``,
 ~2 KB) that names this model in its ``_runtime`` trait and imports the bundle
-from it. So the ~198 KB bundle and ~23 KB of CSS travel once per kernel, and
+from it. So the ~194 KB bundle and ~23 KB of CSS travel once per kernel, and
 a notebook saved with widget state (JupyterLab's "save widget state",
 nbclient's ``store_widget_state=True``) stores them once, however many widgets
 it shows; a reopened notebook or its nbconvert HTML renders from that saved
@@ -16,14 +16,18 @@ The heavy renderers are *chunks* (``js/src/chunks.ts``): Temml for math
 finds bare URLs and e-mail addresses (``static/linkify.js``, ~12 KB); and
 ``static/glyphs.js`` (~3 KB), which lays the characters of a long history out
 hidden before a reader scrolls back to them, so that the browser has found their
-fonts (``js/src/glyphs.ts``), sent only when a view asks. The
+fonts (``js/src/glyphs.ts``), sent only when a view asks; and ``static/tools.js``
+(~6 KB), the cards of a reply's tool calls (``js/src/toolcard.ts``): a plain chat
+never shows one. The
 runtime carries a chunk in its ``chunks`` trait only once a message needs it:
-the pump thread notes the text it sends (:func:`note_bodies`: a formula, a
+the pump thread notes what it sends (:func:`note_bodies`: a formula, a
 fenced code block naming a language, a rarer ``&name;``, a URL scheme or an
-address), and a view that meets one asks (a
+address in the text; a reply's first tool part), and a view that meets one asks (a
 :class:`~nbstream.widgets.protocol.ChunkMsg`). So a notebook saved after math
 appeared holds the math chunk, and renders it with no kernel and no network;
-one with plain chats holds none, and a page parses none until it needs it.
+one with plain chats holds none, and a page parses none until it needs it (the
+tools chunk, sent with the update that shows a reply's first call, the view
+imports at once, so that the card renders without a wait).
 
 The runtime is a plain ``@jupyter-widgets/base`` ``WidgetModel`` (no view, no
 anywidget), so every widget manager (JupyterLab, Notebook 7, nbconvert's
@@ -70,7 +74,8 @@ export default { render({ el }) {
 #: the chunks there are (``static/<name>.js``), see the module docstring
 CHUNKS: tuple[ChunkName, ...] = typing.get_args(ChunkName)
 #: the chunks the text the kernel sends may need (:func:`needed_chunks`); the others
-#: only go when a view asks ("glyphs": a view with a long history to warm fonts for)
+#: only go when a view asks ("glyphs": a view with a long history to warm fonts for) or,
+#: "tools", with a reply's first tool part (:func:`has_tool_part`)
 TEXT_CHUNKS: tuple[ChunkName, ...] = ("math", "highlight", "entities", "linkify")
 
 #: text that may render as math in the view (js/src/math.ts): ``$$``, ``\(``, ``\[``,
@@ -258,14 +263,28 @@ def markdown_of(body: DeltaBody) -> str:
     return "\n".join(out)
 
 
+def has_tool_part(body: DeltaBody) -> bool:
+    """Whether a delta ``body`` holds a run of the tool loop (a call's arguments, a
+    result, a new round): what a view shows with the tools chunk (js/src/toolcard.ts;
+    the view's buffer.ts takes the same runs out of the reply's text)."""
+    return not isinstance(body, str) and any(
+        run[0] not in ("answer", "reasoning") for run in body)
+
+
 def note_bodies(bodies: Iterable[DeltaBody]) -> None:
     """Send the chunks the delta ``bodies`` need to the views, through the kernel's
     runtime (the pump thread calls it with what it sends; nothing where widgets carry
-    the whole front end)."""
+    the whole front end): those their Markdown needs, and the tools chunk with the
+    first tool part."""
     rt = _runtime
-    if rt is None or rt.comm is None or not rt.missing():
+    if rt is None or rt.comm is None:
         return
-    rt.note_text(markdown_of(b) for b in bodies)
+    if "tools" not in rt.chunks:
+        bodies = list(bodies)
+        if any(has_tool_part(b) for b in bodies):
+            rt.provide("tools")
+    if rt.missing():
+        rt.note_text(markdown_of(b) for b in bodies)
 
 
 #: the first marimo whose comms accept sends from any thread of the session

@@ -4,10 +4,12 @@
 // kernel's runtime widget), and its formulas render as MathML, its code is
 // highlighted, `&hellip;` shows as "…" and the URL is a link; saved with widget
 // state and reopened with
-// no kernel, the page renders them again from the saved chunks. No request ever
-// leaves the server (offline: nothing from a CDN).
+// no kernel, the page renders them again from the saved chunks. A chat whose model
+// called a tool loads the tools chunk and shows its cards, live and reopened. No
+// request ever leaves the server (offline: nothing from a CDN).
 // params: { notebook }  (cell 0: a plain chat, answered; cell 1: a chat whose reply has
-//                        math, code, `&hellip;` and a bare URL, answered)
+//                        math, code, `&hellip;` and a bare URL, answered; cell 2: a
+//                        chat whose reply called a tool, answered)
 // Screenshots: <artifact>-live.png, <artifact>-reopened.png
 import { openNotebook, runCell, scenario, screenshot, TOKEN, URL_BASE } from './lab.mjs';
 import { saveNotebook, waitAllFinal } from './record.mjs';
@@ -31,9 +33,19 @@ function rendered(index) {
     as_written: (reply?.textContent ?? '').match(/&[a-z]+;/g) ?? [],
     // bare URLs, linked by linkify-it (the linkify chunk)
     links: [...(reply?.querySelectorAll('a') ?? [])].map((a) => a.getAttribute('href')),
+    // tool calls' cards (the tools chunk), and the text that stands for them until it came
+    tools: [...(root?.querySelectorAll('.nbs-tool') ?? [])].map((c) => [
+      c.querySelector('.nbs-tool-name')?.textContent ?? null,
+      c.dataset.state ?? null,
+      c.querySelector('.nbs-tool-text')?.textContent ?? null,
+    ]),
+    tools_pending: root?.querySelectorAll('.nbs-tool-pending').length ?? 0,
     chunk_loads: [...(window.__nbstreamChunkLoads ?? [])],
   };
 }
+
+const CARD_DONE = () =>
+  document.querySelectorAll('.nbs-chat')[2]?.querySelector('.nbs-tool[data-state="done"] .nbs-tool-text');
 
 async function api(method, path) {
   const res = await fetch(`${URL_BASE}${path}`, { method, headers: { Authorization: `token ${TOKEN}` } });
@@ -73,6 +85,12 @@ await scenario(async ({ page, params, log }) => {
   await page.locator('.nbs-chat').nth(1).scrollIntoViewIfNeeded();
   await screenshot(page, 'live');
 
+  await runCell(page, 2);
+  await waitAllFinal(page, { index: 2, timeout: 60_000 });
+  await page.waitForFunction(CARD_DONE, null, { timeout: 30_000, polling: 100 });
+  const tools = await page.evaluate(rendered, 2);
+  log('tools:', JSON.stringify(tools));
+
   // saved with widget state, reopened with no kernel: rendered from the saved chunks
   await saveNotebook(page);
   for (const s of (await api('GET', 'api/sessions')) ?? []) await api('DELETE', `api/sessions/${s.id}`);
@@ -86,9 +104,19 @@ await scenario(async ({ page, params, log }) => {
     null,
     { timeout: 60_000, polling: 100 },
   );
+  await page.waitForFunction(CARD_DONE, null, { timeout: 30_000, polling: 100 });
   const reopened = await page.evaluate(rendered, 1);
   const reopenedPlain = await page.evaluate(rendered, 0);
+  const reopenedTools = await page.evaluate(rendered, 2);
   await page.locator('.nbs-chat').nth(1).scrollIntoViewIfNeeded();
   await screenshot(page, 'reopened');
-  return { plain, live, reopened, reopened_plain: reopenedPlain, outside };
+  return {
+    plain,
+    live,
+    tools,
+    reopened,
+    reopened_plain: reopenedPlain,
+    reopened_tools: reopenedTools,
+    outside,
+  };
 });

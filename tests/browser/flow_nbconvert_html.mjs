@@ -11,7 +11,8 @@
 // Any other request (MathJax; require.js first tries ./anywidget.js next to the
 // page) is refused with a 404, as offline, and reported.
 // params: { html: path of the exported file, expect_math: wait until formulas are
-//           rendered and code highlighted (they come from the saved chunks) }
+//           rendered and code highlighted (they come from the saved chunks),
+//           expect_tools: wait until a tool call's card shows (the saved tools chunk) }
 // Screenshot: <artifact>.png
 import fs from 'node:fs';
 import path from 'node:path';
@@ -69,6 +70,12 @@ await scenario(async ({ page, params }) => {
       { timeout: 30_000, polling: 100 },
     );
   }
+  if (params.expect_tools) {
+    await page.waitForFunction(() => document.querySelector('.nbs-chat .nbs-tool .nbs-tool-name'), null, {
+      timeout: 30_000,
+      polling: 100,
+    });
+  }
   await page.waitForTimeout(300);
   const texts = await assistantTexts(page, 0);
   const details = await page.evaluate(() => ({
@@ -81,6 +88,9 @@ await scenario(async ({ page, params }) => {
     maths: document.querySelectorAll('.nbs-chat .nbs-md math').length,
     highlighted: document.querySelectorAll('.nbs-chat pre > code.hljs').length,
     links: [...document.querySelectorAll('.nbs-chat .nbs-md a')].map((e) => e.getAttribute('href')),
+    // tool calls' cards, from the saved tools chunk
+    tool_names: [...document.querySelectorAll('.nbs-chat .nbs-tool-name')].map((e) => e.textContent),
+    tools_pending: document.querySelectorAll('.nbs-chat .nbs-tool-pending').length,
     chunk_loads: [...(window.__nbstreamChunkLoads ?? [])],
   }));
   await page.locator('.nbs-chat').first().scrollIntoViewIfNeeded();
