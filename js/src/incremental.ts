@@ -53,6 +53,7 @@
  */
 import { misses } from "./chunks";
 import {
+  codeLanguage,
   type MarkdownEnv,
   parse,
   type References,
@@ -98,6 +99,14 @@ interface Chunk {
 interface Segment {
   blocks: string[];
   nodes: Node[];
+  /** a code block built by {@link codeBlockNodes} (not sanitized): its text, grown in place */
+  code?: Code;
+}
+
+/** A code block that is a whole top-level block: its text and its language ("" for none). */
+export interface Code {
+  content: string;
+  lang: string;
 }
 
 /** What a render left undone: counters of chunks.ts and math.ts, before it. */
@@ -173,6 +182,87 @@ export function renderBlocks(tokens: Token[], env: MarkdownEnv): string[] {
     start = end;
   }
   return out;
+}
+
+/**
+ * The nodes the sanitizer makes of markdown.ts's HTML for a code block
+ * (`codeBlock`: a bar with the language's label and the copy button, then
+ * `pre > code` holding the text, then a line break), built without parsing
+ * any HTML: the text is a text node's data and never markup (whatever it
+ * holds: `</code>`, `<script>`, an attribute), and the language, the one
+ * value that becomes attributes, is one {@link codeLanguage} allowed
+ * (`LANG_RE`), which the sanitizer's class filter allows too. The same
+ * elements, attributes (in the same order) and text as `sanitize(doc,
+ * html)`; js/tests/incremental.test.ts checks both on the corpus and on
+ * hostile fences. (One difference no one sees: Chromium's HTML parser cuts
+ * a text over 65,536 characters into several text nodes; this is one.)
+ */
+export function codeBlockNodes(doc: Document, code: Code): Node[] {
+  const element = (tag: string, attrs: readonly (readonly [string, string])[]): HTMLElement => {
+    const el = doc.createElement(tag);
+    for (const [name, value] of attrs) {
+      el.setAttribute(name, value);
+    }
+    return el;
+  };
+  const block = element("div", [["class", "nbs-code"]]);
+  const bar = element("div", [["class", "nbs-code-bar"]]);
+  bar.append(
+    element(
+      "span",
+      code.lang !== ""
+        ? [
+            ["class", "nbs-code-lang"],
+            ["title", code.lang],
+          ]
+        : [["class", "nbs-code-lang"]],
+    ),
+    element("button", [
+      ["type", "button"],
+      ["class", "nbs-copy-code"],
+      ["aria-label", "Copy code"],
+    ]),
+  );
+  const pre = doc.createElement("pre");
+  const codeEl = element("code", code.lang !== "" ? [["class", `language-${code.lang}`]] : []);
+  if (code.content !== "") {
+    codeEl.appendChild(doc.createTextNode(code.content));
+  }
+  pre.appendChild(codeEl);
+  block.append(bar, pre);
+  return [block, doc.createTextNode("\n")];
+}
+
+/**
+ * Makes the nodes of {@link codeBlockNodes} for `from` show `to` instead,
+ * in place: the text node's data grows by what was added (or, where the
+ * text is not a continuation, is set whole). Returns false, touching
+ * nothing, where the nodes are not such a block's or the language changed.
+ */
+function growCode(nodes: readonly Node[], from: Code, to: Code): boolean {
+  const block = nodes[0];
+  if (from.lang !== to.lang || nodes.length !== 2 || block === undefined || block.nodeType !== 1) {
+    return false;
+  }
+  const codeEl = (block as Element).querySelector(":scope > pre > code");
+  const text = codeEl?.firstChild ?? null;
+  if (
+    codeEl === null ||
+    codeEl === undefined ||
+    (text === null ? from.content !== "" : text.nodeType !== 3 || text.nextSibling !== null)
+  ) {
+    return false;
+  }
+  if (to.content === "") {
+    text?.remove();
+  } else if (text === null) {
+    codeEl.appendChild(block.ownerDocument?.createTextNode(to.content) as Text);
+  } else if ((text as Text).length === from.content.length && to.content.startsWith(from.content)) {
+    (text as Text).appendData(to.content.slice(from.content.length));
+  } else {
+    (text as Text).data = to.content;
+  }
+  return true;
 }
 
 function normalize(text: string): string {
@@ -318,6 +408,10 @@ export class MarkdownSink implements Sink {
   retypesets = 0;
   /** how many times the sanitizer ran (what a frame costs most) */
   sanitizeCalls = 0;
+  /** how many times the code block being written was built without the sanitizer */
+  builtCode = 0;
+  /** how many times it was grown in place (its nodes kept) */
+  grownCode = 0;
 
   constructor(
     private readonly el: HTMLElement,
@@ -513,11 +607,20 @@ export class MarkdownSink implements Sink {
     const restUndone = undoneNow();
     const restBlocks = cut.index < tokens.length ? renderBlocks(tokens.slice(cut.index), env) : [];
     this.tailMathLeft = undoneSince(restUndone).mathLeft;
+    // the block being written, when it is a code block (most often a fence not closed yet)
+    const last = tokens[tokens.length - 1];
+    const lastCode =
+      restBlocks.length > 0 &&
+      last !== undefined &&
+      last.level === 0 &&
+      (last.type === "fence" || last.type === "code_block")
+        ? { content: last.content, lang: codeLanguage(last) }
+        : null;
 
     // the previous render's segments, kept while the new blocks start with theirs
     const shown = { segments: this.segments, at: 0 };
     const chunkSegments = this.segmentsOf(chunkBlocks, shown, false);
-    const restSegments = this.segmentsOf(restBlocks, shown, true);
+    const restSegments = this.segmentsOf(restBlocks, shown, true, lastCode);
     const next = [...chunkSegments, ...restSegments].flatMap((seg) => seg.nodes);
     this.reconcile(next);
     // the segments hold the nodes shown now (reconcile keeps equal shown nodes)
@@ -548,20 +651,30 @@ export class MarkdownSink implements Sink {
    * Segments for `blocks`: the shown segments from `shown.at` on whose blocks
    * come next (same HTML), then, from the first that differs, new ones
    * sanitized now: with `lastAlone` the last block in a call of its own.
+   *
+   * With `lastCode` (the last block is a code block: its text and language)
+   * that last block is not sanitized but built ({@link codeBlockNodes}: the
+   * same nodes, with no HTML parsed), and where the shown segment in its
+   * place was built so too, its nodes are kept and their text grown in place
+   * ({@link growCode}): a code block being written costs what was added, not
+   * its length.
    */
   private segmentsOf(
     blocks: readonly string[],
     shown: { segments: readonly Segment[]; at: number },
     lastAlone: boolean,
+    lastCode: Code | null = null,
   ): Segment[] {
     const out: Segment[] = [];
     let i = 0;
+    let differing: Segment | null = null;
     while (i < blocks.length && shown.at < shown.segments.length) {
       const seg = shown.segments[shown.at] as Segment;
       if (
         seg.blocks.length > blocks.length - i ||
         seg.blocks.some((html, k) => html !== blocks[i + k])
       ) {
+        differing = seg;
         shown.at = shown.segments.length; // nothing after a difference is kept
         break;
       }
@@ -570,13 +683,34 @@ export class MarkdownSink implements Sink {
       shown.at++;
     }
     const split = lastAlone ? Math.max(i, blocks.length - 1) : blocks.length;
-    for (const [from, to] of [
-      [i, split],
-      [split, blocks.length],
-    ] as const) {
-      if (to > from) {
-        const run = blocks.slice(from, to);
+    if (split > i) {
+      const run = blocks.slice(i, split);
+      out.push({ blocks: run, nodes: this.sanitized(run.join("")) });
+    }
+    if (blocks.length > split) {
+      const run = blocks.slice(split);
+      if (lastCode === null) {
         out.push({ blocks: run, nodes: this.sanitized(run.join("")) });
+      } else if (
+        // the code block shown in the same place, built, grown to the new text
+        differing?.code !== undefined &&
+        split === i &&
+        growCode(differing.nodes, differing.code, lastCode)
+      ) {
+        this.grownCode++;
+        const block = differing.nodes[0] as Element;
+        // as a new block would be: laid out in full until it was laid out at its new size
+        forget([block]);
+        block.classList.remove(SIZED_CLASS);
+        markWhenLaidOut([block], this.options.sized);
+        out.push({ blocks: run, nodes: differing.nodes, code: lastCode });
+      } else {
+        this.builtCode++;
+        out.push({
+          blocks: run,
+          nodes: codeBlockNodes(this.el.ownerDocument, lastCode),
+          code: lastCode,
+        });
       }
     }
     return out;
