@@ -198,71 +198,49 @@ export function renderBlocks(tokens: Token[], env: MarkdownEnv): string[] {
  * a text over 65,536 characters into several text nodes; this is one.)
  */
 export function codeBlockNodes(doc: Document, code: Code): Node[] {
-  const element = (tag: string, attrs: readonly (readonly [string, string])[]): HTMLElement => {
-    const el = doc.createElement(tag);
-    for (const [name, value] of attrs) {
-      el.setAttribute(name, value);
+  const el = (tag: string, cls = "", ...children: Node[]): HTMLElement => {
+    const e = doc.createElement(tag);
+    if (cls !== "") {
+      e.className = cls;
     }
-    return el;
+    e.append(...children);
+    return e;
   };
-  const block = element("div", [["class", "nbs-code"]]);
-  const bar = element("div", [["class", "nbs-code-bar"]]);
-  bar.append(
-    element(
-      "span",
-      code.lang !== ""
-        ? [
-            ["class", "nbs-code-lang"],
-            ["title", code.lang],
-          ]
-        : [["class", "nbs-code-lang"]],
-    ),
-    element("button", [
-      ["type", "button"],
-      ["class", "nbs-copy-code"],
-      ["aria-label", "Copy code"],
-    ]),
-  );
-  const pre = doc.createElement("pre");
-  const codeEl = element("code", code.lang !== "" ? [["class", `language-${code.lang}`]] : []);
-  if (code.content !== "") {
-    codeEl.appendChild(doc.createTextNode(code.content));
+  const label = el("span", "nbs-code-lang");
+  if (code.lang !== "") {
+    label.title = code.lang;
   }
-  pre.appendChild(codeEl);
-  block.append(bar, pre);
-  return [block, doc.createTextNode("\n")];
+  const copy = doc.createElement("button");
+  copy.type = "button";
+  copy.className = "nbs-copy-code";
+  copy.setAttribute("aria-label", "Copy code");
+  const text = el("code", code.lang && `language-${code.lang}`);
+  text.textContent = code.content; // "" makes no text node, as the parser makes none
+  return [
+    el("div", "nbs-code", el("div", "nbs-code-bar", label, copy), el("pre", "", text)),
+    doc.createTextNode("\n"),
+  ];
 }
 
 /**
- * Makes the nodes of {@link codeBlockNodes} for `from` show `to` instead,
- * in place: the text node's data grows by what was added (or, where the
- * text is not a continuation, is set whole). Returns false, touching
- * nothing, where the nodes are not such a block's or the language changed.
+ * Makes the block `block` of {@link codeBlockNodes} that shows the text
+ * `from` show `to`, in place: its text node grows by what was added, or,
+ * where `to` does not continue `from`, the text is set whole.
  */
-function growCode(nodes: readonly Node[], from: Code, to: Code): boolean {
-  const block = nodes[0];
-  if (from.lang !== to.lang || nodes.length !== 2 || block === undefined || block.nodeType !== 1) {
-    return false;
-  }
-  const codeEl = (block as Element).querySelector(":scope > pre > code");
-  const text = codeEl?.firstChild ?? null;
+function growCode(block: Node, from: string, to: string): void {
+  const code = block.lastChild?.firstChild as Element; // pre > code
+  const text = code.firstChild;
   if (
-    codeEl === null ||
-    codeEl === undefined ||
-    (text === null ? from.content !== "" : text.nodeType !== 3 || text.nextSibling !== null)
+    to !== "" &&
+    text?.nodeType === 3 &&
+    text === code.lastChild &&
+    (text as Text).length === from.length &&
+    to.startsWith(from)
   ) {
-    return false;
-  }
-  if (to.content === "") {
-    text?.remove();
-  } else if (text === null) {
-    codeEl.appendChild(block.ownerDocument?.createTextNode(to.content) as Text);
-  } else if ((text as Text).length === from.content.length && to.content.startsWith(from.content)) {
-    (text as Text).appendData(to.content.slice(from.content.length));
+    (text as Text).appendData(to.slice(from.length));
   } else {
-    (text as Text).data = to.content;
+    code.textContent = to;
   }
-  return true;
 }
 
 function normalize(text: string): string {
@@ -691,14 +669,11 @@ export class MarkdownSink implements Sink {
       const run = blocks.slice(split);
       if (lastCode === null) {
         out.push({ blocks: run, nodes: this.sanitized(run.join("")) });
-      } else if (
-        // the code block shown in the same place, built, grown to the new text
-        differing?.code !== undefined &&
-        split === i &&
-        growCode(differing.nodes, differing.code, lastCode)
-      ) {
+      } else if (differing?.code?.lang === lastCode.lang && split === i) {
+        // the code block shown in the same place, built: its text grown
         this.grownCode++;
         const block = differing.nodes[0] as Element;
+        growCode(block, differing.code.content, lastCode.content);
         // as a new block would be: laid out in full until it was laid out at its new size
         forget([block]);
         block.classList.remove(SIZED_CLASS);
@@ -706,11 +681,8 @@ export class MarkdownSink implements Sink {
         out.push({ blocks: run, nodes: differing.nodes, code: lastCode });
       } else {
         this.builtCode++;
-        out.push({
-          blocks: run,
-          nodes: codeBlockNodes(this.el.ownerDocument, lastCode),
-          code: lastCode,
-        });
+        const nodes = codeBlockNodes(this.el.ownerDocument, lastCode);
+        out.push({ blocks: run, nodes, code: lastCode });
       }
     }
     return out;
