@@ -15,6 +15,12 @@
 //
 //     node benchmarks/sanitize_cost.mjs                       # against main
 //     node benchmarks/sanitize_cost.mjs --against af91116 --rounds 7 --per 1,4,16
+//     node benchmarks/sanitize_cost.mjs --check     # also: the same DOM as the tree before?
+//
+// `--check` first streams every answer, and hostile code blocks, character by character
+// in both pages and compares the rendered HTML after every render: a renderer that skips
+// the sanitizer somewhere (the code block being written, built by incremental.ts) must show
+// what the tree before shows, in Chromium's HTML parser too (the tests run in jsdom).
 import { execFileSync } from 'node:child_process';
 import fs from 'node:fs';
 import { createRequire } from 'node:module';
@@ -38,6 +44,7 @@ const opt = (name, fallback) => {
 const against = opt('--against', 'main');
 const rounds = Number(opt('--rounds', '5'));
 const pers = opt('--per', '2,8').split(',').map(Number);
+const check = args.includes('--check');
 
 const tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'nbs-sanitize-cost-'));
 
@@ -46,7 +53,7 @@ function bundle(src, name) {
   const out = path.join(tmp, `${name}.js`);
   esbuild.buildSync({
     stdin: {
-      contents: 'export { MarkdownSink } from "./incremental";',
+      contents: 'export { MarkdownSink } from "./incremental"; export { purifierFor } from "./sanitize";',
       resolveDir: src,
       loader: 'ts',
     },
@@ -91,9 +98,75 @@ for (const [name, code] of ways) {
       return parse.apply(this, a);
     };
   });
+  // the sanitizer's calls timed by the kind of their first block (the block being written is
+  // the last one and is sanitized alone, so a call's first block is its kind in most calls)
+  await page.evaluate(() => {
+    const purify = NBS.purifierFor(document);
+    const sanitize = purify.sanitize.bind(purify);
+    globalThis.kinds = {};
+    const kindOf = (html) => {
+      const m = /^<(\w+)(?: class="(nbs-[a-z]+))?/.exec(html);
+      if (m === null) return 'other';
+      if (m[2] === 'nbs-code') return 'fence';
+      if (m[2] === 'nbs-table') return 'table';
+      if (m[1] === 'ul' || m[1] === 'ol') return 'list';
+      if (m[1] === 'p') return 'paragraph';
+      if (/^h[1-6]$/.test(m[1])) return 'heading';
+      if (m[1] === 'blockquote') return 'quote';
+      return m[1];
+    };
+    purify.sanitize = (html, ...rest) => {
+      const t0 = performance.now();
+      const out = sanitize(html, ...rest);
+      const k = (globalThis.kinds[kindOf(String(html))] ??= { calls: 0, ms: 0, chars: 0 });
+      k.calls++;
+      k.ms += performance.now() - t0;
+      k.chars += String(html).length;
+      return out;
+    };
+  });
   const cdp = await page.context().newCDPSession(page);
   await cdp.send('Performance.enable', { timeDomain: 'threadTicks' });
   pages.push({ name, page, cdp });
+}
+
+/** Code blocks whose text or info string is hostile (the tests' set, and a lone surrogate). */
+const HOSTILE = [
+  '```<img src=x onerror="alert(1)">\nx\n```\n\nafter',
+  '```py"onclick="alert(1)\nx = 1\n',
+  '```html\n</code></pre><script>alert(1)</script>\n<p>after</p>\n',
+  '```\n<div data-commandlinker-command="terminal:create-new">click</div>\n',
+  '```c\nchar s[] = "a\0b";\r\nline\rmore\t\ttabs\n',
+  '```\n&amp; &lt;b&gt; &#0; <!-- x --> <![CDATA[ y ]]>\n',
+  '```\nlone \ud800 surrogate \udc00 and a pair 😀\n',
+  '````md\n```\ninner\n```\n````\nafter\n',
+  '- item\n\n  ```py\n  x = "<script>"\n  ```\n',
+  '    indented <b>code</b>\n',
+];
+
+/** Every render's HTML (hashed) of `texts` streamed character by character, then finished. */
+async function renders(way, texts) {
+  return way.page.evaluate((texts) => {
+    const hash = (s) => {
+      let h = 0x811c9dc5;
+      for (let i = 0; i < s.length; i++) h = Math.imul(h ^ s.charCodeAt(i), 0x01000193);
+      return (h >>> 0).toString(16) + ':' + s.length;
+    };
+    const out = [];
+    for (const text of texts) {
+      const el = document.createElement('div');
+      document.getElementById('out').appendChild(el);
+      const sink = new NBS.MarkdownSink(el);
+      for (const ch of text) {
+        sink.append(ch);
+        out.push(hash(el.innerHTML));
+      }
+      sink.finish();
+      out.push(hash(el.innerHTML));
+      el.remove();
+    }
+    return out;
+  }, texts);
 }
 
 async function threadMs(cdp) {
@@ -110,6 +183,7 @@ async function round(way, scenario, per) {
       let renders = 0;
       const parses0 = globalThis.parses;
       const parsed0 = globalThis.parsed;
+      globalThis.kinds = {};
       const render = (fn) => {
         fn();
         renders++;
@@ -134,11 +208,19 @@ async function round(way, scenario, per) {
         renders,
         parses: globalThis.parses - parses0,
         parsed: globalThis.parsed - parsed0,
+        kinds: globalThis.kinds,
       };
     },
     [scenario, per, streams, texts],
   );
   return { ...r, cpu: (await threadMs(way.cdp)) - t0 };
+}
+
+if (check) {
+  const [a, b] = await Promise.all(pages.map((way) => renders(way, [...texts, ...HOSTILE])));
+  const differ = a.filter((h, i) => h !== b[i]).length;
+  console.log(`check: ${a.length.toLocaleString('en')} renders, ${differ} with HTML that differs from the tree before`);
+  if (differ > 0 || a.length !== b.length) process.exitCode = 1;
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
@@ -160,6 +242,11 @@ for (let r = 0; r < rounds; r++) {
 await browser.close();
 fs.rmSync(tmp, { recursive: true, force: true });
 const load1 = fs.readFileSync('/proc/loadavg', 'utf8').trim();
+const kindsOf = (rs) => {
+  // the median round's split (by its CPU time)
+  const mid = [...rs].sort((a, b) => a.cpu - b.cpu)[rs.length >> 1];
+  return mid;
+};
 
 console.log(
   `\nRenderer main-thread CPU time, Chromium ${browser.version()} headless, ${texts.length} corpus answers ` +
@@ -182,5 +269,22 @@ for (const [s, p] of scenarios) {
         `${s === 'history' ? '–' : ((cpu * 1000) / nPieces).toFixed(1)} | ${((cpu * 1000) / renders).toFixed(0)} | ` +
         `${median(ratios).toFixed(2)}x (${Math.min(...ratios).toFixed(2)}–${Math.max(...ratios).toFixed(2)}) |`,
     );
+  }
+}
+
+console.log('\nThe sanitizer\'s time by the kind of a call\'s first block (wall ms in DOMPurify.sanitize, the median round):\n');
+console.log('| case | way | kind | calls | HTML chars / call | ms in the sanitizer | µs / call | share of the round\'s CPU |');
+console.log('|---|---|---|---:|---:|---:|---:|---:|');
+for (const [s, p] of scenarios) {
+  for (const way of pages) {
+    const mid = kindsOf(results.get(`${s}:${p}:${way.name}`));
+    const label = s === 'history' ? 'history' : `stream ${p}`;
+    const entries = Object.entries(mid.kinds).sort((a, b) => b[1].ms - a[1].ms);
+    for (const [kind, k] of entries) {
+      console.log(
+        `| ${label} | ${way.name} | ${kind} | ${k.calls} | ${(k.chars / k.calls).toFixed(0)} | ${k.ms.toFixed(1)} | ` +
+          `${((k.ms * 1000) / k.calls).toFixed(0)} | ${((100 * k.ms) / mid.cpu).toFixed(0)} % |`,
+      );
+    }
   }
 }

@@ -53,6 +53,7 @@
  */
 import { misses } from "./chunks";
 import {
+  codeLanguage,
   type MarkdownEnv,
   parse,
   type References,
@@ -98,6 +99,14 @@ interface Chunk {
 interface Segment {
   blocks: string[];
   nodes: Node[];
+  /** a code block built by {@link codeBlockNodes} (not sanitized): its text, grown in place */
+  code?: Code;
+}
+
+/** A code block that is a whole top-level block: its text and its language ("" for none). */
+export interface Code {
+  content: string;
+  lang: string;
 }
 
 /** What a render left undone: counters of chunks.ts and math.ts, before it. */
@@ -173,6 +182,65 @@ export function renderBlocks(tokens: Token[], env: MarkdownEnv): string[] {
     start = end;
   }
   return out;
+}
+
+/**
+ * The nodes the sanitizer makes of markdown.ts's HTML for a code block
+ * (`codeBlock`: a bar with the language's label and the copy button, then
+ * `pre > code` holding the text, then a line break), built without parsing
+ * any HTML: the text is a text node's data and never markup (whatever it
+ * holds: `</code>`, `<script>`, an attribute), and the language, the one
+ * value that becomes attributes, is one {@link codeLanguage} allowed
+ * (`LANG_RE`), which the sanitizer's class filter allows too. The same
+ * elements, attributes (in the same order) and text as `sanitize(doc,
+ * html)`; js/tests/incremental.test.ts checks both on the corpus and on
+ * hostile fences. (One difference no one sees: Chromium's HTML parser cuts
+ * a text over 65,536 characters into several text nodes; this is one.)
+ */
+export function codeBlockNodes(doc: Document, code: Code): Node[] {
+  const el = (tag: string, cls = "", ...children: Node[]): HTMLElement => {
+    const e = doc.createElement(tag);
+    if (cls !== "") {
+      e.className = cls;
+    }
+    e.append(...children);
+    return e;
+  };
+  const label = el("span", "nbs-code-lang");
+  if (code.lang !== "") {
+    label.title = code.lang;
+  }
+  const copy = doc.createElement("button");
+  copy.type = "button";
+  copy.className = "nbs-copy-code";
+  copy.setAttribute("aria-label", "Copy code");
+  const text = el("code", code.lang && `language-${code.lang}`);
+  text.textContent = code.content; // "" makes no text node, as the parser makes none
+  return [
+    el("div", "nbs-code", el("div", "nbs-code-bar", label, copy), el("pre", "", text)),
+    doc.createTextNode("\n"),
+  ];
+}
+
+/**
+ * Makes the block `block` of {@link codeBlockNodes} that shows the text
+ * `from` show `to`, in place: its text node grows by what was added, or,
+ * where `to` does not continue `from`, the text is set whole.
+ */
+function growCode(block: Node, from: string, to: string): void {
+  const code = block.lastChild?.firstChild as Element; // pre > code
+  const text = code.firstChild;
+  if (
+    to !== "" &&
+    text?.nodeType === 3 &&
+    text === code.lastChild &&
+    (text as Text).length === from.length &&
+    to.startsWith(from)
+  ) {
+    (text as Text).appendData(to.slice(from.length));
+  } else {
+    code.textContent = to;
+  }
 }
 
 function normalize(text: string): string {
@@ -318,6 +386,10 @@ export class MarkdownSink implements Sink {
   retypesets = 0;
   /** how many times the sanitizer ran (what a frame costs most) */
   sanitizeCalls = 0;
+  /** how many times the code block being written was built without the sanitizer */
+  builtCode = 0;
+  /** how many times it was grown in place (its nodes kept) */
+  grownCode = 0;
 
   constructor(
     private readonly el: HTMLElement,
@@ -513,11 +585,20 @@ export class MarkdownSink implements Sink {
     const restUndone = undoneNow();
     const restBlocks = cut.index < tokens.length ? renderBlocks(tokens.slice(cut.index), env) : [];
     this.tailMathLeft = undoneSince(restUndone).mathLeft;
+    // the block being written, when it is a code block (most often a fence not closed yet)
+    const last = tokens[tokens.length - 1];
+    const lastCode =
+      restBlocks.length > 0 &&
+      last !== undefined &&
+      last.level === 0 &&
+      (last.type === "fence" || last.type === "code_block")
+        ? { content: last.content, lang: codeLanguage(last) }
+        : null;
 
     // the previous render's segments, kept while the new blocks start with theirs
     const shown = { segments: this.segments, at: 0 };
     const chunkSegments = this.segmentsOf(chunkBlocks, shown, false);
-    const restSegments = this.segmentsOf(restBlocks, shown, true);
+    const restSegments = this.segmentsOf(restBlocks, shown, true, lastCode);
     const next = [...chunkSegments, ...restSegments].flatMap((seg) => seg.nodes);
     this.reconcile(next);
     // the segments hold the nodes shown now (reconcile keeps equal shown nodes)
@@ -548,20 +629,30 @@ export class MarkdownSink implements Sink {
    * Segments for `blocks`: the shown segments from `shown.at` on whose blocks
    * come next (same HTML), then, from the first that differs, new ones
    * sanitized now: with `lastAlone` the last block in a call of its own.
+   *
+   * With `lastCode` (the last block is a code block: its text and language)
+   * that last block is not sanitized but built ({@link codeBlockNodes}: the
+   * same nodes, with no HTML parsed), and where the shown segment in its
+   * place was built so too, its nodes are kept and their text grown in place
+   * ({@link growCode}): a code block being written costs what was added, not
+   * its length.
    */
   private segmentsOf(
     blocks: readonly string[],
     shown: { segments: readonly Segment[]; at: number },
     lastAlone: boolean,
+    lastCode: Code | null = null,
   ): Segment[] {
     const out: Segment[] = [];
     let i = 0;
+    let differing: Segment | null = null;
     while (i < blocks.length && shown.at < shown.segments.length) {
       const seg = shown.segments[shown.at] as Segment;
       if (
         seg.blocks.length > blocks.length - i ||
         seg.blocks.some((html, k) => html !== blocks[i + k])
       ) {
+        differing = seg;
         shown.at = shown.segments.length; // nothing after a difference is kept
         break;
       }
@@ -570,13 +661,28 @@ export class MarkdownSink implements Sink {
       shown.at++;
     }
     const split = lastAlone ? Math.max(i, blocks.length - 1) : blocks.length;
-    for (const [from, to] of [
-      [i, split],
-      [split, blocks.length],
-    ] as const) {
-      if (to > from) {
-        const run = blocks.slice(from, to);
+    if (split > i) {
+      const run = blocks.slice(i, split);
+      out.push({ blocks: run, nodes: this.sanitized(run.join("")) });
+    }
+    if (blocks.length > split) {
+      const run = blocks.slice(split);
+      if (lastCode === null) {
         out.push({ blocks: run, nodes: this.sanitized(run.join("")) });
+      } else if (differing?.code?.lang === lastCode.lang && split === i) {
+        // the code block shown in the same place, built: its text grown
+        this.grownCode++;
+        const block = differing.nodes[0] as Element;
+        growCode(block, differing.code.content, lastCode.content);
+        // as a new block would be: laid out in full until it was laid out at its new size
+        forget([block]);
+        block.classList.remove(SIZED_CLASS);
+        markWhenLaidOut([block], this.options.sized);
+        out.push({ blocks: run, nodes: differing.nodes, code: lastCode });
+      } else {
+        this.builtCode++;
+        const nodes = codeBlockNodes(this.el.ownerDocument, lastCode);
+        out.push({ blocks: run, nodes, code: lastCode });
       }
     }
     return out;

@@ -46,6 +46,18 @@ const ALIGN = new Map([
   ["text-align:right", "nbs-align-right"],
 ]);
 
+/**
+ * The language of a code block's token as its `language-*` class and label
+ * show it: the info string's first word when {@link LANG_RE} allows it, else "".
+ */
+export function codeLanguage(token: Token): string {
+  if (token.type !== "fence" || !token.info) {
+    return "";
+  }
+  const lang = markdown().utils.unescapeAll(token.info).trim().split(/\s+/)[0] ?? "";
+  return LANG_RE.test(lang) ? lang : "";
+}
+
 function createParser(): MarkdownIt {
   const md = new MarkdownItCallable("default", {
     html: false,
@@ -53,7 +65,7 @@ function createParser(): MarkdownIt {
     typographer: false,
     breaks: false,
   });
-  const { escapeHtml, unescapeAll } = md.utils;
+  const { escapeHtml } = md.utils;
   const rules = md.renderer.rules;
 
   const codeBlock = (content: string, lang: string): string => {
@@ -68,9 +80,7 @@ function createParser(): MarkdownIt {
 
   rules.fence = (tokens, idx) => {
     const token = tokens[idx] as Token;
-    const info = token.info ? unescapeAll(token.info).trim() : "";
-    const lang = info.split(/\s+/)[0] ?? "";
-    return codeBlock(token.content, LANG_RE.test(lang) ? lang : "");
+    return codeBlock(token.content, codeLanguage(token));
   };
   rules.code_block = (tokens, idx) => codeBlock((tokens[idx] as Token).content, "");
 

@@ -2,7 +2,8 @@
 // incremental.exhaustive.test.ts): one-shot renders to compare with, and streams of
 // random deltas grouped into frames.
 import fc from "fast-check";
-import { renderOnce } from "../src/incremental";
+import { expect } from "vitest";
+import { MarkdownSink, renderOnce } from "../src/incremental";
 import { parse, renderTokens } from "../src/markdown";
 import { sanitize } from "../src/sanitize";
 import { ALL, CORPUS } from "./corpus";
@@ -75,3 +76,24 @@ export const oneShotOpen = (text: string): string => {
   el.appendChild(sanitize(document, renderTokens(parse(text, env), env)));
   return el.innerHTML;
 };
+
+/**
+ * Streams `text` character by character into a sink; after each character whose frame
+ * built the code block being written without the sanitizer, the DOM must be the
+ * one-shot's, and after the end too. Returns the sink (its counters).
+ */
+export function everyPrefix(text: string): MarkdownSink {
+  const el = document.createElement("div");
+  const sink = new MarkdownSink(el);
+  for (const ch of text) {
+    const built = sink.builtCode + sink.grownCode;
+    sink.append(ch);
+    if (sink.builtCode + sink.grownCode !== built) {
+      // a frame whose code block did not go through the sanitizer
+      expect(el.innerHTML).toBe(oneShotOpen(sink.source));
+    }
+  }
+  sink.finish();
+  expect(el.innerHTML).toBe(oneShot(text));
+  return sink;
+}
