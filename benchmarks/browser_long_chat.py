@@ -10,7 +10,9 @@ code, math, CJK, emoji; 1,000 messages are ~0.6 MB of Markdown), given as
   costs in this page: JupyterLab running the cell, the widget's script, the first
   render: the baseline), 100, 1,000 and 5,000 messages:
   from running the cell to the end of the chat first shown (rendered), the long
-  tasks until then and until the chat settled, the DOM nodes and JS heap the chat
+  tasks until then (and whose code ran longest in each, from the browser's long
+  animation frames: nbstream's modules or the page's, JupyterLab running the cell
+  being one) and until the chat settled, the DOM nodes and JS heap the chat
   added (CDP ``Performance.getMetrics`` after a forced GC), and a reader scrolling
   back with the wheel (100 px every 50 ms for ``--wheel`` seconds): frame gaps over
   50 ms and long tasks.
@@ -108,6 +110,8 @@ OPEN_COLUMNS = [
     ("end shown ms", ("end_shown_ms",)),
     ("in DOM then", ("in_dom_when_shown",)),
     ("long tasks until shown", ("long_tasks_until_shown", "count")),
+    ("of them nbstream's", ("long_tasks_until_shown_by_code", "nbstream")),
+    ("the page's", ("long_tasks_until_shown_by_code", "page")),
     ("longest ms", ("long_tasks_until_settled", "max_ms")),
     ("long tasks until settled", ("long_tasks_until_settled", "count")),
     ("their total ms", ("long_tasks_until_settled", "total_ms")),
@@ -185,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
                             opened.setdefault((n, mode), []).append(r)
                             print(f"[open {n} {mode} #{rnd + 1}] " + json.dumps(
                                 {x: r[x] for x in ("end_shown_ms", "long_tasks_until_shown",
+                                                   "long_tasks_until_shown_by_code",
                                                    "long_tasks_until_settled", "nodes_added",
                                                    "heap_added_mb", "wheel")}), file=sys.stderr)
                 if "stream" in parts:

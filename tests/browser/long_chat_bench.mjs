@@ -1,6 +1,7 @@
 // Benchmark (benchmarks/browser_long_chat.py): a chat opened with a long history in
 // real JupyterLab. From running its cell: when the end of the chat is first shown
-// (rendered, on the page clock), the long tasks until the chat settled; then the
+// (rendered, on the page clock), the long tasks until the chat settled (until it was
+// shown, also by whose code ran longest in each: byCode); then the
 // page's DOM nodes and JS heap (CDP Performance.getMetrics after a forced GC, against
 // the page before the cell ran); then a reader scrolling back with the mouse wheel
 // (100 px every 50 ms) for `wheel_s` seconds: frame gaps and long tasks. Not a timed
@@ -24,6 +25,29 @@ function install() {
     }).observe({ type: 'longtask', buffered: true });
   } catch {
     rec.unsupported = true;
+  }
+  rec.frames = [];
+  try {
+    // long animation frames, with the scripts that ran in them (each over 5 ms): whose
+    // code made a long task (nbstream's modules are blob: URLs, as anywidget imports them)
+    new PerformanceObserver((l) => {
+      for (const e of l.getEntries()) {
+        rec.frames.push({
+          t: e.startTime,
+          ms: e.duration,
+          scripts: e.scripts.map((s) => ({
+            t: s.startTime,
+            ms: s.duration,
+            url: s.sourceURL,
+            fn: s.sourceFunctionName,
+            invoker: s.invoker,
+            type: s.invokerType,
+          })),
+        });
+      }
+    }).observe({ type: 'long-animation-frame', buffered: true });
+  } catch {
+    rec.frames = null;
   }
   const tick = () => {
     const list = document.querySelector('.nbs-chat .nbs-messages');
@@ -49,6 +73,41 @@ const summary = (tasks) => ({
   max_ms: Math.round(Math.max(0, ...tasks.map((e) => e.ms))),
   total_ms: Math.round(tasks.reduce((a, e) => a + e.ms, 0)),
 });
+
+/**
+ * Whose code ran in each long task: the scripts of the long animation frames
+ * (LoAF, each over 5 ms) that ran within the task, by where their code came from:
+ * "nbstream" (blob: URLs: the widget's modules as anywidget imports them), "page"
+ * (JupyterLab, anywidget, the browser's own), "none" (no script over 5 ms: style,
+ * layout, paint, GC). A task counts for whichever ran longest in it. `frames`
+ * null: the browser has no LoAF (all "unknown").
+ */
+function byCode(tasks, frames) {
+  const out = { nbstream: 0, page: 0, none: 0, unknown: 0, nbstream_ms: [], tasks: [] };
+  for (const task of tasks) {
+    if (frames === null) {
+      out.unknown++;
+      continue;
+    }
+    const end = task.t + task.ms;
+    const ms = { nbstream: 0, page: 0 };
+    const ran = [];
+    for (const f of frames) {
+      for (const s of f.scripts) {
+        const overlap = Math.min(end, s.t + s.ms) - Math.max(task.t, s.t);
+        if (overlap > 0) {
+          ms[s.url.startsWith('blob:') ? 'nbstream' : 'page'] += overlap;
+          ran.push(`${s.invoker} ${Math.round(s.ms)} ms${s.url.startsWith('blob:') ? ' (nbstream)' : ''}`);
+        }
+      }
+    }
+    const who = ms.nbstream === 0 && ms.page === 0 ? 'none' : ms.nbstream >= ms.page ? 'nbstream' : 'page';
+    out[who]++;
+    if (who === 'nbstream') out.nbstream_ms.push(Math.round(task.ms));
+    out.tasks.push({ ms: Math.round(task.ms), who, scripts: ran });
+  }
+  return out;
+}
 
 await scenario(async ({ page, params, log }) => {
   await page.addInitScript(install);
@@ -142,6 +201,7 @@ await scenario(async ({ page, params, log }) => {
     end_shown_ms: Math.round(shownMs),
     in_dom_when_shown: rec.first.in_dom,
     long_tasks_until_shown: summary(beforeShown),
+    long_tasks_until_shown_by_code: byCode(beforeShown, rec.frames),
     long_tasks_until_settled: summary(tasks),
     nodes_added: after.nodes - before.nodes,
     heap_added_mb: Math.round((after.heap_mb - before.heap_mb) * 10) / 10,
