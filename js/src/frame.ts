@@ -185,6 +185,12 @@ export interface FrameDeps {
   budget?: AckBudget;
 }
 
+/**
+ * Messages whose last acked seq a view remembers (the most recently acked):
+ * a view open for a day of replies keeps a bounded record.
+ */
+export const ACKED_KEPT = 256;
+
 export class FrameLoop {
   private handle: number | null = null;
   /** the page loop's slot, when frames come from the page */
@@ -192,7 +198,10 @@ export class FrameLoop {
   private disposed = false;
   /** per message: the highest seq rendered and not yet acked */
   private readonly owed = new Map<string, number>();
-  /** per message: the last seq acked */
+  /**
+   * per message: the last seq acked, for the {@link ACKED_KEPT} messages acked
+   * last (a message forgotten and acked again is acked at once, as a new one)
+   */
   private readonly acked = new Map<string, number>();
   /** DOM time of the frames since the last round: sum and count */
   private owedMs = 0;
@@ -325,7 +334,14 @@ export class FrameLoop {
     const entries: AckEntry[] = [];
     for (const [id, seq] of this.owed) {
       entries.push({ id, seq });
+      this.acked.delete(id); // last acked, last in the record's order
       this.acked.set(id, seq);
+    }
+    for (const id of this.acked.keys()) {
+      if (this.acked.size <= ACKED_KEPT) {
+        break;
+      }
+      this.acked.delete(id); // the longest unacked: a message long finished
     }
     for (let i = 0; i < entries.length; i += MAX_ACKS) {
       const [first, ...rest] = entries.slice(i, i + MAX_ACKS);

@@ -2,6 +2,7 @@
 import { describe, expect, it } from "vitest";
 import {
   ACK_GAP_MS,
+  ACKED_KEPT,
   type AckBudget,
   FrameLoop,
   newCounters,
@@ -213,6 +214,23 @@ describe("sparse acks", () => {
     frame({ a: 5 });
     frame({ a: 1 });
     expect(acks.map((m) => m.seq)).toEqual([5, 1]);
+  });
+
+  it("remembers the messages acked last, a bounded number: one acked again after it was forgotten is acked at once", () => {
+    const { acks, frame, loop } = setup();
+    const n = ACKED_KEPT * 4;
+    for (let i = 0; i < n; i++) {
+      frame({ [`m${i}`]: 1 }); // a day of replies, each acked at once (new)
+    }
+    const record = (loop as unknown as { acked: Map<string, number> }).acked;
+    expect(record.size).toBe(ACKED_KEPT);
+    expect([...record.keys()].at(-1)).toBe(`m${n - 1}`);
+    const before = acks.length;
+    frame({ [`m${n - 1}`]: 2 }); // remembered: waits for its round
+    expect(acks.length).toBe(before);
+    frame({ m0: 2 }); // forgotten long ago: acked at once, as a new message (the round with it)
+    expect(acks.slice(before).map((a) => `${a.id}#${a.seq}`)).toEqual([`m${n - 1}#2`, "m0#2"]);
+    expect(record.size).toBe(ACKED_KEPT);
   });
 
   it("dispose drops the trailing round", () => {
