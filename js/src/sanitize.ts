@@ -277,9 +277,9 @@ function isElement(node: Node): node is Element {
   return node.nodeType === 1;
 }
 
-function createPurifier(win: Window, config: Config): DOMPurify {
+function createPurifier(win: Window): DOMPurify {
   const purify = createDOMPurify(win as unknown as Parameters<typeof createDOMPurify>[0]);
-  purify.setConfig(config);
+  purify.setConfig(CONFIG);
   purify.addHook("uponSanitizeAttribute", (_node, data) => {
     if (MATH_LENGTHS.has(data.attrName)) {
       data.keepAttr = mathLengthOk(data.attrValue);
@@ -323,159 +323,28 @@ function createPurifier(win: Window, config: Config): DOMPurify {
   return purify;
 }
 
-/** How a call hands its HTML to DOMPurify (see {@link sanitize}). */
-export type SanitizePath = "inPlace" | "parsed";
+const purifiers = new WeakMap<Window, DOMPurify>();
 
-/** A window's sanitizers, and where the in-place one's calls parse their HTML. */
-interface Purifiers {
-  /** DOMPurify on a string: it parses it as a new document ({@link sanitizeParsed}) */
-  parsed: DOMPurify;
-  /**
-   * DOMPurify set up with `IN_PLACE` (a separate instance: an instance set up
-   * with `setConfig` ignores the configuration passed to a call, and would
-   * sanitize a copy of the tree, not the tree)
-   */
-  inPlace: DOMPurify;
-  /**
-   * The body of an inert document, made with DOMParser as DOMPurify makes its
-   * own (no browsing context: no script runs, nothing loads, no handler
-   * fires; quirks mode and the parser's scripting flag off, so `<p><table>`
-   * and `<noscript>` parse as in DOMPurify's document). A call parses into
-   * it, DOMPurify sanitizes it in place, and the call moves the result out:
-   * it is empty between calls. A new document every {@link CALLS_PER_DOCUMENT}
-   * calls (see there).
-   */
-  body: HTMLElement;
-  /** in-place calls since `body`'s document was made */
-  calls: number;
-}
-
-/**
- * In-place calls that share one inert document. Each DOMPurify call makes a
- * NodeIterator on the document, and a document tells each of its iterators,
- * live or not yet collected, of every node removed from it (Chromium: a
- * removal costs time in proportion to them): thousands of calls on one
- * document made moving a long answer's nodes out take 20 ms, not 0.1. A
- * document for a few calls bounds that, and costs a few microseconds a call.
- */
-const CALLS_PER_DOCUMENT = 16;
-
-function inertBody(win: Window): HTMLElement {
-  const parser = new (win as unknown as typeof globalThis).DOMParser();
-  return parser.parseFromString("", "text/html").body;
-}
-
-const purifiers = new WeakMap<Window, Purifiers>();
-
-function purifiersOf(doc: Document): Purifiers {
+/** The sanitizer of `doc`'s window (one per window), for {@link sanitize} and tests. */
+export function purifierFor(doc: Document): DOMPurify {
   const win = doc.defaultView;
   if (win === null) {
     throw new Error("nbstream: cannot sanitize HTML for a document without a window");
   }
-  let p = purifiers.get(win);
-  if (p === undefined) {
-    p = {
-      parsed: createPurifier(win, CONFIG),
-      inPlace: createPurifier(win, { ...CONFIG, RETURN_DOM_FRAGMENT: false, IN_PLACE: true }),
-      body: inertBody(win),
-      calls: 0,
-    };
-    purifiers.set(win, p);
+  let purify = purifiers.get(win);
+  if (purify === undefined) {
+    purify = createPurifier(win);
+    purifiers.set(win, purify);
   }
-  return p;
+  return purify;
 }
 
-/**
- * The sanitizer of `doc`'s window for one path of {@link sanitize} (one per
- * window and path), for tests and benchmarks (its `removed` tells what its
- * last call removed).
- */
-export function purifierFor(doc: Document, path: SanitizePath = "inPlace"): DOMPurify {
-  return purifiersOf(doc)[path];
-}
-
-/** The inert body that the next in-place call parses into (empty between calls), for tests. */
-export function inertBodyFor(doc: Document): HTMLElement {
-  return purifiersOf(doc).body;
-}
-
-/**
- * HTML whose parse as a body's content (`innerHTML`) could differ from its
- * parse as a whole document's (DOMPurify's `parseFromString`): a leading
- * whitespace run with CR, form feed or BOM (the document parser drops it and
- * DOMPurify puts back only some), a comment or end tag first (a document keeps
- * it, and the whitespace after it, out of its body), a doctype (it can set the document's mode),
- * the tags that build a document (`html`, `head`, `body`, `frameset`: a
- * document's body can be replaced by a frameset, and then nothing is left),
- * and those a document puts in its head when they come first. markdown.ts
- * never emits any of them (it escapes raw HTML); other HTML that does takes
- * {@link sanitizeParsed}'s path, as every call did before.
- */
-const DOCUMENT_LEVEL_RE =
-  /^[\t\n\f\r \uFEFF]*(?:[\f\r\uFEFF]|<[!?/])|<!doctype|<\/?(?:html|head|body|frameset|frame|base|basefont|bgsound|link|meta|title|style|script|noscript|noframes|template)(?=[\t\n\f\r />]|$)/i;
-
-/**
- * Whether `html` takes the in-place path of {@link sanitize}: parsed the same
- * as a body's content and as a document (see {@link DOCUMENT_LEVEL_RE}).
- */
-export function parsesInPlace(html: string): boolean {
-  return !DOCUMENT_LEVEL_RE.test(html);
-}
-
-/**
- * `html` sanitized (see the module comment), as nodes ready to insert into `doc`.
- *
- * Most calls are small (the block being written), and a DOMPurify call on a
- * string makes a new document for every one (`parseFromString`, the largest
- * part of a short block's cost). So the HTML is parsed into the window's inert
- * body instead ({@link Purifiers.body}), DOMPurify sanitizes that tree with
- * `IN_PLACE` (same walk, same hooks, same policy; the root, a `body`, is an
- * allowed tag), and only then do its nodes leave for `doc`. Nothing of the
- * tree reaches `doc` before it is sanitized, and the body is emptied whatever
- * happens. HTML that a body could parse differently from a document
- * ({@link parsesInPlace}) takes the string path ({@link sanitizeParsed}).
- */
+/** `html` sanitized (see the module comment), as nodes ready to insert into `doc`. */
 export function sanitize(doc: Document, html: string): DocumentFragment {
   if (html === "") {
     return doc.createDocumentFragment();
   }
-  if (!parsesInPlace(html)) {
-    return sanitizeParsed(doc, html);
-  }
-  const p = purifiersOf(doc);
-  if (++p.calls > CALLS_PER_DOCUMENT) {
-    p.body = inertBody(doc.defaultView as Window);
-    p.calls = 1;
-  }
-  const { inPlace, body } = p;
-  try {
-    body.innerHTML = html;
-    // Fail closed: the tree given back must be the body, sanitized in place, never a copy
-    // made while the body stays as parsed.
-    if ((inPlace.sanitize(body) as unknown) !== body) {
-      throw new Error("nbstream: the sanitizer did not sanitize in place");
-    }
-    const fragment = body.ownerDocument.createDocumentFragment();
-    for (let node = body.firstChild; node !== null; node = body.firstChild) {
-      fragment.appendChild(node);
-    }
-    // The fragment belongs to the inert document; adopting moves it, no copy.
-    return doc.adoptNode(fragment);
-  } finally {
-    body.replaceChildren();
-  }
-}
-
-/**
- * `html` sanitized by DOMPurify from the string (it parses it as a new
- * document): the path of HTML that {@link parsesInPlace} turns away, and the
- * reference the tests hold the in-place path to.
- */
-export function sanitizeParsed(doc: Document, html: string): DocumentFragment {
-  if (html === "") {
-    return doc.createDocumentFragment();
-  }
-  const fragment = purifiersOf(doc).parsed.sanitize(html) as unknown as DocumentFragment | null;
+  const fragment = purifierFor(doc).sanitize(html) as unknown as DocumentFragment | null;
   if (fragment === null) {
     // HTML that parses as a frameset document (`<div><frameset>`) has no body: nothing to show
     return doc.createDocumentFragment();
