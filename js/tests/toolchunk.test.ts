@@ -207,8 +207,12 @@ describe("the tools chunk", () => {
     // that the card renders at once (a Blob URL in a page; a data: URL here)
     resetChunks();
     const code = "export class ToolParts {}";
+    let made = 0;
     vi.stubGlobal("URL", {
-      createObjectURL: () => `data:text/javascript,${encodeURIComponent(code)}`,
+      createObjectURL: () => {
+        made++;
+        return `data:text/javascript,${encodeURIComponent(code)}`;
+      },
       revokeObjectURL: () => {},
     });
     const listeners: (() => void)[] = [];
@@ -223,7 +227,10 @@ describe("the tools chunk", () => {
     expect(hasChunk("tools")).toBe(false);
     state.chunks = { tools: code };
     for (const cb of listeners) cb();
+    // not in the task that found it (a frame, often): in one of its own
+    expect(made).toBe(0);
     await vi.waitFor(() => expect(hasChunk("tools")).toBe(true));
+    expect(made).toBe(1);
     expect(typeof chunk("tools")?.ToolParts).toBe("function");
     expect(sent).toEqual([]); // nothing asked of the kernel
     // a chunk that is not eager stays where it is until something asks for it

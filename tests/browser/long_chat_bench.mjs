@@ -202,6 +202,12 @@ await scenario(async ({ page, params, log }) => {
     in_dom_when_shown: rec.first.in_dom,
     long_tasks_until_shown: summary(beforeShown),
     long_tasks_until_shown_by_code: byCode(beforeShown, rec.frames),
+    // nbstream's scripts over 5 ms until the end was shown (ms from running the cell)
+    nbstream_scripts_until_shown: (rec.frames ?? []).flatMap((f) =>
+      f.scripts
+        .filter((s) => s.url.startsWith('blob:') && s.t >= t0 && s.t <= rec.first.t)
+        .map((s) => `${Math.round(s.t - t0)}: ${s.invoker.replace(/^blob:.*/, 'module')} ${Math.round(s.ms)} ms`),
+    ),
     long_tasks_until_settled: summary(tasks),
     nodes_added: after.nodes - before.nodes,
     heap_added_mb: Math.round((after.heap_mb - before.heap_mb) * 10) / 10,
