@@ -34,19 +34,22 @@
  *   frame's budget ({@link LazyHost.attach}), so the task that shows a chat
  *   does not grow with its history.
  * - **A history's end in frames of its own** ({@link LazyRenderer.holdEnd}).
- *   The task that builds the list for a history (its first
- *   {@link ATTACH_FIRST} messages and their placeholders, the page's layout
- *   of them) does not also render its end: the list stays invisible
+ *   The frame that builds the list for a history (its first
+ *   {@link ATTACH_FIRST} messages and their placeholders) does not also
+ *   render its end: the list stays invisible
  *   ({@link OPENING_CLASS}) while the next three frames prepare the
  *   renderer ({@link LazyHost.warm}: the first Markdown rendered in a page
  *   compiles the parser and renderer, then the sanitizer, ~25 ms of V8
  *   compiling in all, traced, and 30–42 ms in one frame at the benchmark's
  *   load; then a short text of it is laid out, hidden: the first layout of
- *   Chinese text and emoji cost ~15–20 ms more of the end's frame) and the
- *   frame after renders the end and shows the list, at its bottom. Each was
- *   one task before: a 1,000-message chat opened in JupyterLab took 107–122
- *   ms in one (traced), and 28–39 ms a task this way. No frame shows the
- *   placeholders where the end will be.
+ *   Chinese text and emoji cost ~15–20 ms more of the end's frame); the
+ *   frame after renders the end, the list's content still skipped
+ *   (`content-visibility: hidden` while it opens: no style or layout of it),
+ *   and the next shows the list, at its bottom: its layout. Each was one task
+ *   before: a 1,000-message chat opened in JupyterLab took 107–122 ms in one
+ *   (traced), and 28–39 ms a task this way; the frame that rendered the end
+ *   and laid it out took 43–61 ms (traced) until they were two. No frame
+ *   shows the placeholders where the end will be.
  * - **What comes near, a batch per frame.** After a scroll (and after new
  *   placeholders or messages came in), a frame finds the messages within one
  *   view height above and below the view (a binary search over their
@@ -237,10 +240,11 @@ export class LazyRenderer {
   /** a frame should look for placeholders near the view */
   private looking = false;
   /**
-   * a history's end waits for frames of its own: 4 (warm the parser next), 3
-   * (the sanitizer next), 2 (the layout next), 1 (render it next), 0
+   * a history's end waits for frames of its own: 5 (warm the parser next), 4
+   * (the sanitizer next), 3 (the layout next), 2 (render the end next, the
+   * list's content skipped), 1 (show it next), 0
    */
-  private holding: 0 | 1 | 2 | 3 | 4 = 0;
+  private holding: 0 | 1 | 2 | 3 | 4 | 5 = 0;
   private disposed = false;
   /** the list's width for estimates, as last seen in a frame (never read while painting) */
   private width = 700;
@@ -375,13 +379,19 @@ export class LazyRenderer {
    * Markdown, code and math: one long task of its own).
    */
   renderTail(): void {
-    const { host, now } = this.options;
+    const { host } = this.options;
     if (this.deferred.size === 0 || !host.following()) {
       return;
     }
     if (this.holding > 0) {
       return; // in its frames (tick)
     }
+    this.renderEnd();
+  }
+
+  /** {@link renderTail}'s work: the deferred messages at the end, within a frame's budget. */
+  private renderEnd(): void {
+    const { host, now } = this.options;
     const budget = this.budgetMs;
     const start = now();
     let rendered = 0;
@@ -431,7 +441,7 @@ export class LazyRenderer {
     if (this.holding === 0) {
       this.options.root.classList.add(OPENING_CLASS);
     }
-    this.holding = 4;
+    this.holding = 5;
     this.request();
   }
 
@@ -657,11 +667,20 @@ export class LazyRenderer {
       return;
     }
     const { host, now, root } = this.options;
-    if (this.holding >= 2) {
-      host.warm(WARM_STEPS[4 - this.holding] as WarmPart);
-      this.holding = (this.holding - 1) as 1 | 2 | 3;
+    if (this.holding >= 3) {
+      host.warm(WARM_STEPS[5 - this.holding] as WarmPart);
+      this.holding = (this.holding - 1) as 2 | 3 | 4;
       this.request();
       return; // a part of the renderer's first run is this frame's work
+    }
+    if (this.holding === 2) {
+      // the end rendered, not yet laid out: the list's content is skipped while it opens
+      this.holding = 1;
+      if (host.following()) {
+        this.renderEnd();
+      }
+      this.request();
+      return;
     }
     if (this.holding === 1) {
       this.holding = 0;

@@ -316,9 +316,12 @@ describe("LazyRenderer with a glyph warmer", () => {
   });
 
   it("waits for a history to enter the DOM and its held end before laying characters out", () => {
-    const { lazy, frames, glyphs } = warmedList(["梯度下降"]);
-    lazy.holdEnd(); // four frames: parser, sanitizer, layout, the end shown
-    for (let i = 0; i < 4; i++) {
+    // more than the end renders (10 characters each: TAIL_CHARS of them), so some stay
+    const { lazy, frames, glyphs } = warmedList(
+      Array.from({ length: 300 }, (_, i) => `梯度下降 ${i}`),
+    );
+    lazy.holdEnd(); // five frames: parser, sanitizer, layout, the end rendered, shown
+    for (let i = 0; i < 5; i++) {
       frames.frame();
       expect(lazy.counters.glyphFrames).toBe(0);
     }

@@ -254,7 +254,7 @@ describe("LazyRenderer", () => {
     expect(rendered).toEqual([els.at(-1)?.dataset.id, els.at(-2)?.dataset.id]);
   });
 
-  it("holds a history's end for frames of its own: the parser warmed in one, the sanitizer, the layout, then the end shown", () => {
+  it("holds a history's end for frames of its own: the parser warmed in one, the sanitizer, the layout, the end rendered unseen, then shown", () => {
     const b = bareList(12, 300);
     const warmed: [WarmPart, number][] = [];
     b.host.warm = (part) => void warmed.push([part, b.rendered.length]);
@@ -283,9 +283,19 @@ describe("LazyRenderer", () => {
     ]);
     expect(b.rendered).toEqual([]);
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
-    b.frames.frame(); // the end, rendered, and the list shown
+    let scrolls = 0;
+    b.host.settled = () => {
+      scrolls++; // (what reads the list's layout)
+      b.lazy.renderTail();
+      b.root.scrollTop = b.root.scrollHeight;
+    };
+    b.frames.frame(); // the end rendered, the list's content still skipped: no layout read
     expect(b.rendered[0]).toBe(b.els.at(-1)?.dataset.id);
     expect(b.rendered.length).toBeGreaterThan(0);
+    expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
+    expect(scrolls).toBe(0);
+    b.frames.frame(); // the list shown, at its bottom
+    expect(scrolls).toBe(1);
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(false);
     expect(b.lazy.holdingEnd).toBe(false);
     expect(warmed.length).toBe(3);
@@ -306,11 +316,12 @@ describe("LazyRenderer", () => {
     b.host.warm = (part) => void warms.push(part);
     b.lazy.holdEnd();
     b.frames.frame(); // the parser warmed
-    b.lazy.holdEnd(); // more history came: its end waits for four frames again
+    b.lazy.holdEnd(); // more history came: its end waits for five frames again
     b.frames.frame();
     b.frames.frame();
     b.frames.frame();
     expect(b.rendered).toEqual([]);
+    b.frames.frame(); // the end rendered, unseen
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
     b.frames.frame();
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(false);
@@ -514,7 +525,11 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const warm = list.parentElement?.querySelector(".nbs-warm") as HTMLElement;
     expect(warm.getAttribute("aria-hidden")).toBe("true");
     expect(warm.querySelector(".nbs-md table")).not.toBeNull();
-    frames.frame();
+    frames.frame(); // the end rendered, the list not shown yet (its content skipped)
+    expect(last.classList.contains(DEFERRED_CLASS)).toBe(false);
+    expect(list.classList.contains(OPENING_CLASS)).toBe(true);
+    expect(reads).toEqual([]); // no layout read in the frame that rendered it
+    frames.frame(); // shown
     expect(list.parentElement?.querySelector(".nbs-warm")).toBeNull(); // gone with the hold
     expect(list.classList.contains(OPENING_CLASS)).toBe(false);
     // settled at its bottom once its end rendered, and shown
@@ -676,7 +691,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const ids = () => [...list.children].map((c) => (c as HTMLElement).dataset.id);
     frames.frame(); // the first frame builds the list
     expect(list.classList.contains(OPENING_CLASS)).toBe(true); // the end's own frames
-    for (let i = 0; i < 4; i++) {
+    for (let i = 0; i < 5; i++) {
       frames.frame();
     }
     expect(list.classList.contains(OPENING_CLASS)).toBe(false);
