@@ -167,3 +167,30 @@ export function message(id: string, over: Partial<MessageState> = {}): MessageSt
     ...over,
   };
 }
+
+/** A kernel's per-message state of a question (the keys the view reads). */
+export const userState = (text: string) => ({
+  role: "user",
+  seq: 0,
+  status: "done",
+  stats: {},
+  text,
+});
+
+/** A kernel's per-message state of a reply, with more keys in `extra`. */
+export const replyState = (status: string, seq: number, extra: Record<string, unknown> = {}) => ({
+  role: "assistant",
+  seq,
+  status,
+  stats: {},
+  ...extra,
+});
+
+/** A tool call of a reply's parts (`get_weather`, round 0), with more keys in `extra`. */
+export const toolCall = (state: string, extra: Record<string, unknown> = {}) => ({
+  id: "call_1",
+  name: "get_weather",
+  state,
+  round: 0,
+  ...extra,
+});

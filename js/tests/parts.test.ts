@@ -8,7 +8,7 @@ import { Conversation, RESYNC_RETRY_MS } from "../src/buffer";
 import { mountChat } from "../src/chat";
 import { KeyReader } from "../src/keys";
 import type { ViewMsg } from "../src/protocol";
-import { FakeFrames, FakeModel } from "./fakes";
+import { FakeFrames, FakeModel, replyState as reply, userState as user } from "./fakes";
 
 type State = Record<string, unknown>;
 
@@ -22,15 +22,6 @@ class Keys {
     Object.assign(this.state, s);
   }
 }
-
-const user = (text: string) => ({ role: "user", seq: 0, status: "done", stats: {}, text });
-const reply = (status: string, seq: number, extra: State = {}) => ({
-  role: "assistant",
-  seq,
-  status,
-  stats: {},
-  ...extra,
-});
 
 describe("KeyReader", () => {
   it("enumerates m1..last_id in order and applies deltas in order, parts apart", () => {

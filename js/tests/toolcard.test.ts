@@ -8,25 +8,15 @@ import { mountChat } from "../src/chat";
 import { KeyReader } from "../src/keys";
 import { toDeltaParts, toToolMetas } from "../src/protocol";
 import type { FrameWork, PageFrames } from "../src/scheduler";
-import { FakeFrames, FakeModel } from "./fakes";
+import {
+  toolCall as call,
+  FakeFrames,
+  FakeModel,
+  replyState as reply,
+  userState as user,
+} from "./fakes";
 
 type State = Record<string, unknown>;
-
-const user = (text: string) => ({ role: "user", seq: 0, status: "done", stats: {}, text });
-const reply = (status: string, seq: number, extra: State = {}) => ({
-  role: "assistant",
-  seq,
-  status,
-  stats: {},
-  ...extra,
-});
-const call = (state: string, extra: State = {}) => ({
-  id: "call_1",
-  name: "get_weather",
-  state,
-  round: 0,
-  ...extra,
-});
 
 let cleanups: (() => void)[] = [];
 afterEach(() => {

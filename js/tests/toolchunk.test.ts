@@ -22,25 +22,15 @@ import * as highlight from "../src/chunks/highlight";
 import * as linkify from "../src/chunks/linkify";
 import * as math from "../src/chunks/math";
 import * as tools from "../src/chunks/tools";
-import { FakeFrames, FakeModel } from "./fakes";
+import {
+  toolCall as call,
+  FakeFrames,
+  FakeModel,
+  replyState as reply,
+  userState as user,
+} from "./fakes";
 
 type State = Record<string, unknown>;
-
-const user = (text: string) => ({ role: "user", seq: 0, status: "done", stats: {}, text });
-const reply = (status: string, seq: number, extra: State = {}) => ({
-  role: "assistant",
-  seq,
-  status,
-  stats: {},
-  ...extra,
-});
-const call = (state: string, extra: State = {}) => ({
-  id: "call_1",
-  name: "get_weather",
-  state,
-  round: 0,
-  ...extra,
-});
 
 let requests: ChunkName[] = [];
 const cleanups: (() => void)[] = [];
