@@ -182,8 +182,17 @@ await scenario(async ({ page, params, log }) => {
   ).jsonValue();
   await waitForStatus(page, replyId, ['done', 'error'], { index: 0, timeout: 60_000 });
   const questionId = `m${Number(replyId.slice(1)) - 1}`;
+  // the question rendered (a finished message may wait a frame as a placeholder, lazy.ts:
+  // under load the echoed reply can end first) and its pictures loaded
   await page.waitForFunction(
-    (id) => [...document.querySelectorAll(`.nbs-chat .nbs-message[data-id="${id}"] img.nbs-att-img`)].every((i) => i.complete),
+    (id) => {
+      const m = document.querySelector(`.nbs-chat .nbs-message[data-id="${id}"]`);
+      return (
+        m !== null &&
+        !m.classList.contains('nbs-deferred') &&
+        [...m.querySelectorAll('img.nbs-att-img')].every((i) => i.complete)
+      );
+    },
     questionId,
     { timeout: 20_000 },
   );
