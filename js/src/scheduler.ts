@@ -35,6 +35,15 @@
  *   a stream's end in the next frame whatever the budget, spacing or sight;
  *   a new message or a status in the next frame within the budget, before
  *   any text; only more text of a stream waits for its turn;
+ * - answers a person first: for {@link INPUT_WINDOW_MS} after a pointerdown or
+ *   a keydown anywhere in the page, while several views stream, more text of a
+ *   stream waits at least {@link MAX_SPACING_MS} between frames (what cannot
+ *   wait still shows at once), so that what the input starts (a cell run, its
+ *   request to the kernel, the output coming back, a keystroke's echo) finds
+ *   the main thread free; and since the views ack what they rendered, the
+ *   kernel's pump slows for that while too, and the kernel's answer is not
+ *   queued behind their text on the websocket (32 streams through one kernel,
+ *   a probe cell run by a click and Shift+Enter: see benchmarks/README.md);
  * - renders a view that is out of sight (an IntersectionObserver on its root)
  *   at most every {@link HIDDEN_MS}, and at once when it comes into sight; and
  *   tells the view ({@link FrameWork.sight}), which then keeps the browser from
@@ -63,6 +72,11 @@ export const FRAME_TARGET_MS = 30;
 export const PAGE_SHARE = 0.5;
 /** Frames that change the DOM are never spaced further apart than this (ms). */
 export const MAX_SPACING_MS = 250;
+/**
+ * After a person's input (pointerdown, keydown), for this long, frames that only
+ * carry more text of several streams are spaced {@link MAX_SPACING_MS} apart (ms).
+ */
+export const INPUT_WINDOW_MS = 400;
 /** A view out of sight renders at most this often (ms), unless its work is urgent. */
 export const HIDDEN_MS = 500;
 /** A view that asked for a frame within this long counts as streaming (ms). */
@@ -154,6 +168,9 @@ export interface FrameStats {
   long_render_frames: number;
   /** views that asked for a frame within the last second, at the latest frame */
   streaming: number;
+  /** a person's inputs seen (pointerdown, keydown), and frames whose text waited for one */
+  inputs: number;
+  input_held_frames: number;
   /** the latest frames that changed the DOM (at most {@link HISTORY}), oldest first */
   recent: RenderFrame[];
 }
@@ -194,6 +211,9 @@ export interface PageLoopDeps {
   /** calls back with the start and duration of each long animation frame (ms, the loop's
    * clock); returns a stop function */
   watchLongFrames?: ((onLong: (start: number, ms: number) => void) => () => void) | null;
+  /** calls back on each of a person's inputs (pointerdown, keydown); returns a stop
+   * function; none: inputs are not watched */
+  watchInput?: ((onInput: () => void) => () => void) | null;
   /** script budget per frame, ms ({@link FRAME_BUDGET_MS}) */
   budgetMs?: number;
 }
@@ -228,6 +248,8 @@ export class PageLoop implements PageFrames {
     long_frames: 0,
     long_render_frames: 0,
     streaming: 0,
+    inputs: 0,
+    input_held_frames: 0,
     recent: [],
   };
   private readonly slots = new Set<Slot>();
@@ -243,6 +265,9 @@ export class PageLoop implements PageFrames {
   /** the spacing while several views stream (ms; see {@link spacing}) */
   private spacingMs = 0;
   private stopLongFrames: (() => void) | null = null;
+  private stopInput: (() => void) | null = null;
+  /** when a person last pressed a key or a pointer (clock ms) */
+  private inputAt = Number.NEGATIVE_INFINITY;
   private readonly budgetMs: number;
 
   constructor(private readonly deps: PageLoopDeps) {
@@ -300,6 +325,12 @@ export class PageLoop implements PageFrames {
     if (this.stopLongFrames === null && this.deps.watchLongFrames) {
       this.stopLongFrames = this.deps.watchLongFrames((at, ms) => this.onLongFrame(at, ms));
     }
+    if (this.stopInput === null && this.deps.watchInput) {
+      this.stopInput = this.deps.watchInput(() => {
+        this.stats.inputs++;
+        this.inputAt = this.deps.now();
+      });
+    }
     return slot;
   }
 
@@ -319,6 +350,11 @@ export class PageLoop implements PageFrames {
     return this.spacingMs;
   }
 
+  /** Whether a person's input came within {@link INPUT_WINDOW_MS} of `now` (clock ms). */
+  private answeringInput(now: number): boolean {
+    return this.stats.streaming >= 2 && now - this.inputAt < INPUT_WINDOW_MS;
+  }
+
   private ensureFrame(): void {
     if (this.handle === null) {
       this.stats.requests++;
@@ -333,6 +369,8 @@ export class PageLoop implements PageFrames {
     }
     this.stopLongFrames?.();
     this.stopLongFrames = null;
+    this.stopInput?.();
+    this.stopInput = null;
   }
 
   private onLongFrame(at: number, ms: number): void {
@@ -369,7 +407,10 @@ export class PageLoop implements PageFrames {
     const budget = this.budget;
     this.stats.spacing_ms = round(spacing);
     this.stats.budget_ms = round(budget);
-    const due = start - this.lastRender + FRAME_SLACK_MS >= spacing;
+    const since = start - this.lastRender + FRAME_SLACK_MS;
+    // while the page answers a person's input, text waits longer (see the module comment)
+    const input = this.answeringInput(start) && since >= spacing;
+    const due = since >= (input ? Math.max(spacing, MAX_SPACING_MS) : spacing);
     // what cannot wait first; then oldest pending first (a view left over keeps its
     // place for the next frame), a view out of sight counting from when its turn came
     const waiting = [...this.slots]
@@ -385,6 +426,7 @@ export class PageLoop implements PageFrames {
     let spent = 0;
     let ran = 0;
     let touched = false;
+    let heldForInput = false;
     const settle: Slot[] = [];
     for (const slot of this.slots) {
       if (slot.unsettled && slot.inSight && slot.since === null) {
@@ -400,6 +442,7 @@ export class PageLoop implements PageFrames {
       const held = !due || hidden || spentAll;
       if (held && !(priority === "now" || (priority === "soon" && !spentAll))) {
         this.stats.deferred++;
+        heldForInput ||= input && !due && !hidden && !spentAll;
         continue;
       }
       if (held) {
@@ -419,6 +462,9 @@ export class PageLoop implements PageFrames {
       spent += now() - t0;
       ran++;
       this.stats.runs++;
+    }
+    if (heldForInput) {
+      this.stats.input_held_frames++;
     }
     // every view wrote; those in sight now read layout, laid out once for all
     const t1 = now();
@@ -511,6 +557,20 @@ export function browserAfterFrame(win: Window & typeof globalThis): AfterFrame |
   };
 }
 
+/** A person's pointerdowns and keydowns anywhere in the window (captured, passive). */
+export function browserInput(win: Window & typeof globalThis): (onInput: () => void) => () => void {
+  return (onInput) => {
+    const options = { capture: true, passive: true };
+    const handler = () => onInput();
+    win.addEventListener("pointerdown", handler, options);
+    win.addEventListener("keydown", handler, options);
+    return () => {
+      win.removeEventListener("pointerdown", handler, options);
+      win.removeEventListener("keydown", handler, options);
+    };
+  };
+}
+
 /** Views' roots in and out of the viewport (with a margin), by one IntersectionObserver. */
 export function browserSight(win: Window & typeof globalThis): SightWatcher | null {
   if (typeof win.IntersectionObserver !== "function") {
@@ -583,6 +643,7 @@ export function pageFrames(win: Window & typeof globalThis): PageFrames {
     afterFrame: browserAfterFrame(win),
     sight: browserSight(win),
     watchLongFrames: browserLongFrames(win),
+    watchInput: browserInput(win),
   });
   return holder[KEY];
 }

@@ -8,10 +8,12 @@ import { afterEach, describe, expect, it } from "vitest";
 import { type ChatRoot, mountChat } from "../src/chat";
 import { renderOnce } from "../src/incremental";
 import {
+  browserInput,
   FRAME_BUDGET_MS,
   FRAME_TARGET_MS,
   type FrameWork,
   HIDDEN_MS,
+  INPUT_WINDOW_MS,
   loopScheduler,
   MAX_SPACING_MS,
   PAGE_SHARE,
@@ -69,9 +71,18 @@ function harness(opts: { budgetMs?: number; measured?: (scriptMs: number) => num
   const frames = new FakeFrames();
   let frameNo = 0;
   const pending: (() => void)[] = [];
+  // a person's input, as the page's pointerdown and keydown listeners report it
+  let onInput: (() => void) | null = null;
+  const press = () => onInput?.();
   const loop = new PageLoop({
     scheduler: frames,
     now: clock.now,
+    watchInput: (cb) => {
+      onInput = cb;
+      return () => {
+        onInput = null;
+      };
+    },
     // the frame's cost, as a real browser would report it after rendering
     afterFrame: opts.measured ? (cb) => pending.push(cb) : null,
     ...(opts.budgetMs === undefined ? {} : { budgetMs: opts.budgetMs }),
@@ -87,7 +98,7 @@ function harness(opts: { budgetMs?: number; measured?: (scriptMs: number) => num
     clock.t = Math.max(clock.t, start + 16.7);
   };
   const work = (cost = 1) => new Work(clock, cost, () => frameNo);
-  return { clock, frames, loop, frame, work, frameNo: () => frameNo };
+  return { clock, frames, loop, frame, work, press, frameNo: () => frameNo };
 }
 
 describe("PageLoop", () => {
@@ -280,6 +291,79 @@ describe("PageLoop", () => {
     expect(h.loop.stats.streaming).toBe(1);
     expect(h.loop.spacing).toBe(0);
     expect(w.runs.length).toBe(20);
+  });
+
+  it("answers a person's input first: several streams' text waits, their ends do not", () => {
+    const h = harness({ measured: () => 10 }); // spacing 20 ms: every frame (16.7 ms, and slack)
+    const a = h.work(1);
+    const b = h.work(1);
+    const sa = h.loop.register(a);
+    const sb = h.loop.register(b);
+    const streamFrames = (n: number) => {
+      for (let f = 0; f < n; f++) {
+        sa.request();
+        sb.request();
+        h.frame();
+      }
+    };
+    streamFrames(30);
+    expect(h.loop.spacing).toBeCloseTo(20, 5);
+    const before = a.runs.length;
+    const pressedAt = h.clock.t;
+    const pressedFrame = h.frameNo();
+    h.press(); // a click, then Shift+Enter
+    streamFrames(3);
+    h.press();
+    streamFrames(40);
+    expect(h.loop.stats.inputs).toBe(2);
+    // within INPUT_WINDOW_MS of the last input, renders MAX_SPACING_MS apart
+    const during = a.runs.filter(
+      (f) => f > pressedFrame && (f - pressedFrame) * 16.7 <= 3 * 16.7 + INPUT_WINDOW_MS,
+    );
+    expect(during.length).toBeLessThanOrEqual(
+      Math.ceil((3 * 16.7 + INPUT_WINDOW_MS) / MAX_SPACING_MS),
+    );
+    expect(during.length).toBeGreaterThan(0); // never held past MAX_SPACING_MS
+    const gaps = during.slice(1).map((f, i) => (f - (during[i] as number)) * 16.7);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(MAX_SPACING_MS - 4);
+    expect(h.loop.stats.input_held_frames).toBeGreaterThan(0);
+    // afterwards, every frame again
+    expect(a.runs.slice(-6)).toEqual([0, 1, 2, 3, 4, 5].map((i) => h.frameNo() - 5 + i));
+    expect(b.runs).toEqual(a.runs);
+    expect(a.runs.length).toBeGreaterThan(before);
+    // a stream's end shows in the next frame even while the page answers input
+    h.press();
+    a.prio = "now";
+    sa.request();
+    h.frame();
+    expect(a.runs.at(-1)).toBe(h.frameNo());
+    expect(h.clock.t - pressedAt).toBeGreaterThan(INPUT_WINDOW_MS);
+  });
+
+  it("does not hold one stream alone for a person's input", () => {
+    const h = harness({ measured: () => 10 });
+    const w = h.work(1);
+    const slot = h.loop.register(w);
+    h.press();
+    for (let f = 0; f < 10; f++) {
+      slot.request();
+      h.frame();
+      h.press();
+    }
+    expect(w.runs).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(h.loop.stats.input_held_frames).toBe(0);
+  });
+
+  it("hears a person's pointerdowns and keydowns on the window until stopped", () => {
+    let heard = 0;
+    const stop = browserInput(window)(() => heard++);
+    document.body.dispatchEvent(new Event("pointerdown", { bubbles: true }));
+    document.body.dispatchEvent(new KeyboardEvent("keydown", { key: "Enter", bubbles: true }));
+    document.body.dispatchEvent(new KeyboardEvent("keyup", { key: "Enter", bubbles: true }));
+    expect(heard).toBe(2);
+    stop();
+    document.body.dispatchEvent(new KeyboardEvent("keydown", { key: "a", bubbles: true }));
+    expect(heard).toBe(2);
   });
 
   it("counts long frames, telling those in which views rendered apart", () => {

@@ -86,7 +86,7 @@ async function probe(page, cellIndex, timeout) {
 /** The page loop's work over the stream: its counters' differences, and its frames. */
 function loopFigures(before, after) {
   const diff = {};
-  for (const k of ['frames', 'render_frames', 'runs', 'urgent_runs', 'deferred', 'long_frames', 'long_render_frames']) {
+  for (const k of ['frames', 'render_frames', 'runs', 'urgent_runs', 'deferred', 'long_frames', 'long_render_frames', 'inputs', 'input_held_frames']) {
     diff[k] = (after[k] ?? 0) - (before[k] ?? 0);
   }
   const recent = after.recent ?? [];
