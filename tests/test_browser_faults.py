@@ -136,6 +136,9 @@ def test_32_streams_at_once_from_one_server_through_one_kernel(jupyterlab: Jupyt
         assert v["ignored"] == 0 and v["kernel_acks"] >= 4, v
         assert 1 <= v["ack_msgs"] < v["acks"], v
     print("acks / their messages per widget:", [(v["acks"], v["ack_msgs"]) for v in r["views"]])
+    # the page loop heard the clicks and Shift+Enter that ran cells while the answers streamed
+    # (it answers a person's input first: js/src/scheduler.ts)
+    assert r["loop"] is not None and r["loop"]["inputs"] >= 2, r["loop"]
 
 
 def test_a_removed_view_stops_the_running_reply(
