@@ -141,6 +141,21 @@ def test_32_streams_at_once_from_one_server_through_one_kernel(jupyterlab: Jupyt
     assert r["loop"] is not None and r["loop"]["inputs"] >= 2, r["loop"]
 
 
+def test_a_closed_notebook_tab_stops_the_running_reply(
+        jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str) -> None:
+    """The chat's notebook tab closed mid-answer, its kernel left running (tests/browser/
+    tab_closed.mjs): the view says bye while the notebook's session closes, before
+    JupyterLab drops the page's kernel connection, and the kernel stops the reply once no
+    view came back within the grace (a reply ran to its end for nobody before)."""
+    # 4,000 words at 50/s: 80 s, far longer than the scenario
+    path = jupyterlab.write_notebook(notebook_name, [_chat_cell(_numbered("c", 4000), rate=50)])
+    r = run_scenario("tab_closed", timeout=180, notebook=path)
+    print(f"\ntab closed: {json.dumps(r)}")
+    assert r["reply"]["status"] == "stopped", r["reply"]
+    assert r["reply"]["chars"] > 0
+    assert r["page_errors"] == []
+
+
 def test_a_removed_view_stops_the_running_reply(
         jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str) -> None:
     """The chat's output cleared mid-answer (tests/browser/view_removed.mjs): its view says

@@ -25,7 +25,7 @@ import { toPolicy } from "./attachments";
 import { visibleBranch } from "./branches";
 import { type Changes, Conversation } from "./buffer";
 import { CompareView, paneOf } from "./compare";
-import { Connection, type KernelLike } from "./connection";
+import { Connection, type KernelLike, type SignalLike } from "./connection";
 import {
   browserScheduler,
   type Counters,
@@ -143,6 +143,14 @@ export function mountChat(
   /** a message to the kernel (a Send's attachments: their bytes as its buffers, in order) */
   const send = (msg: ViewMsg, buffers?: ArrayBuffer[]): void =>
     buffers === undefined ? model.send(msg) : model.send(msg, undefined, buffers);
+  let saidBye = false;
+  /** tells the kernel this view left (once: its notebook closing, or its removal) */
+  const sayBye = (): void => {
+    if (!saidBye) {
+      saidBye = true;
+      send({ kind: "bye", view: viewId });
+    }
+  };
 
   const mode = toMode(model.get("mode"));
   /** whether a reply (of pane `pane`, or of any) is queued, loading or running */
@@ -365,6 +373,8 @@ export function mountChat(
 
   const wm = model.widget_manager as unknown as {
     kernel?: KernelLike | null;
+    /** JupyterLab's notebook widget manager: the notebook's document context */
+    context?: { sessionContext?: { disposed?: SignalLike<undefined> } | null } | null;
     get_model?: (id: string) => Promise<{ comm_live?: unknown }> | undefined;
   };
   /** the jupyter-widgets model behind the proxy anywidget hands us, once found (its
@@ -382,6 +392,8 @@ export function mountChat(
   const connection: Connection = new Connection({
     hello: () => send({ kind: "hello", view: viewId }),
     kernel: wm.kernel ?? null,
+    session: wm.context?.sessionContext ?? null,
+    goodbye: () => sayBye(),
     commLive: () =>
       backing !== null && typeof backing.comm_live === "boolean" ? backing.comm_live : null,
     now,
@@ -443,10 +455,9 @@ export function mountChat(
   return () => {
     // removed from the page (a cleared output, a cell run again): the kernel stops what
     // no view watches any more, unless another view of the widget remains or comes
-    // back. (A closed notebook tab cannot tell it: JupyterLab disposes the page's
-    // kernel connection before the views, and a send then throws.)
+    // back. (A closed notebook said it already, when its session closed: connection.ts.)
     try {
-      send({ kind: "bye", view: viewId });
+      sayBye();
     } catch {
       // no connection left to say it on
     }

@@ -92,6 +92,17 @@ export interface ConnectionDeps {
   onChange(state: ConnectionState, reason: LostReason | null): void;
   /** the front end's kernel, if it has one */
   kernel: KernelLike | null;
+  /**
+   * The front end's session of the document this view is in, if it has one
+   * (JupyterLab's and Notebook 7's notebook `sessionContext`): it is disposed
+   * when the notebook closes, before the page's kernel connection goes.
+   */
+  session?: { readonly disposed?: SignalLike<undefined> } | null;
+  /**
+   * Tells the kernel this view is leaving (a bye): called when the view's notebook
+   * closes, while the kernel can still be told (see {@link Connection}).
+   */
+  goodbye?(): void;
   /** the widget model's `comm_live`; null where the front end does not say */
   commLive(): boolean | null;
   /** a monotonic clock, ms */
@@ -136,6 +147,7 @@ export class Connection {
     k?.statusChanged?.connect(this.onStatus);
     k?.connectionStatusChanged?.connect(this.onLink);
     k?.disposed?.connect(this.onDisposed);
+    deps.session?.disposed?.connect(this.onClosing);
   }
 
   get state(): ConnectionState {
@@ -207,6 +219,7 @@ export class Connection {
     k?.statusChanged?.disconnect(this.onStatus);
     k?.connectionStatusChanged?.disconnect(this.onLink);
     k?.disposed?.disconnect(this.onDisposed);
+    this.deps.session?.disposed?.disconnect(this.onClosing);
   }
 
   /** its kernel restarted or stopped: nothing will ever bring this widget back */
@@ -250,6 +263,23 @@ export class Connection {
 
   private readonly onDisposed = (): void => {
     this.lose("stopped");
+  };
+
+  /**
+   * The notebook closes (its tab closed): say bye now. JupyterLab disposes the
+   * page's kernel connection right after the session, and the views after that,
+   * when nothing can be sent any more (measured: a send from the kernel's disposal
+   * or the view's removal throws "Cannot send"). So a reply of a chat whose
+   * notebook was closed would run to its end for nobody.
+   */
+  private readonly onClosing = (): void => {
+    if (!this.disposed) {
+      try {
+        this.deps.goodbye?.();
+      } catch {
+        // no connection left to say it on
+      }
+    }
   };
 
   private lose(reason: LostReason): void {

@@ -94,6 +94,46 @@ function setup(opts: { kernel?: FakeKernel | null; commLive?: boolean | null } =
   return { c, hellos, states, kernel, live, pass, armed: () => tick !== null };
 }
 
+describe("a notebook closing", () => {
+  it("says goodbye when the document's session closes, once, and not once disposed", () => {
+    const session = { disposed: new FakeSignal<undefined>() };
+    let byes = 0;
+    const make = () =>
+      new Connection({
+        hello: () => undefined,
+        onChange: () => undefined,
+        kernel: new FakeKernel(),
+        session,
+        goodbye: () => {
+          byes++;
+        },
+        commLive: () => true,
+        now: () => 0,
+      });
+    const c = make();
+    session.disposed.emit(undefined);
+    expect(byes).toBe(1);
+    c.dispose();
+    expect(session.disposed.slots.size).toBe(0);
+    // a goodbye that cannot be sent (the connection went first) is no error
+    const failing = new Connection({
+      hello: () => undefined,
+      onChange: () => undefined,
+      kernel: null,
+      session,
+      goodbye: () => {
+        throw new Error("Cannot send");
+      },
+      commLive: () => null,
+      now: () => 0,
+    });
+    expect(() => session.disposed.emit(undefined)).not.toThrow();
+    failing.dispose();
+    session.disposed.emit(undefined);
+    expect(byes).toBe(1);
+  });
+});
+
 describe("connection", () => {
   it("a welcome makes the view live; the checks stop", () => {
     const s = setup();

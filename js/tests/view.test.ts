@@ -385,6 +385,29 @@ describe("cleanup", () => {
     expect(v.frames.pending).toBe(0);
   });
 
+  it("says bye when its notebook closes, while the kernel can still hear it, and only once", () => {
+    // JupyterLab's notebook widget manager: its document context's session is disposed
+    // when the notebook tab closes, before the page's kernel connection (connection.ts)
+    const slots = new Set<() => void>();
+    const disposed = {
+      connect: (slot: () => void) => slots.add(slot) !== null,
+      disconnect: (slot: () => void) => slots.delete(slot),
+    };
+    const model = new FakeModel({ conversation: [message("a")] });
+    Object.assign(model.widget_manager, { context: { sessionContext: { disposed } } });
+    const el = document.createElement("div");
+    document.body.appendChild(el);
+    const cleanup = mountChat(model, el, { scheduler: new FakeFrames(), now: () => 0 });
+    const hello = model.sent[0] as { kind: string; view: string };
+    expect(hello.kind).toBe("hello");
+    expect(slots.size).toBe(1);
+    for (const slot of [...slots]) slot();
+    expect(model.sent.filter((m) => m.kind === "bye")).toEqual([{ kind: "bye", view: hello.view }]);
+    cleanup(); // the view removed after it: nothing more to say
+    expect(model.sent.filter((m) => m.kind === "bye")).toHaveLength(1);
+    expect(slots.size).toBe(0);
+  });
+
   it("ignores custom messages that are not deltas", () => {
     const v = mount([message("a")]);
     v.model.custom({ kind: "delta", id: "a", seq: 0, text: "x" });

@@ -6,9 +6,13 @@ the last view of a widget said bye and none says hello within ``grace``
 seconds, the widget stops its running replies (``StreamingWidget``), so that a
 server does not go on generating for nobody. Only a view's explicit bye
 counts: a page that reloads, or whose messages never reach the kernel, says
-nothing, and nothing is stopped for it. (A closed JupyterLab notebook tab
-cannot say bye either: JupyterLab disposes the page's kernel connection before
-the views, so such a reply runs to its end, as a running cell would.)
+nothing, and nothing is stopped for it. A notebook tab closed in JupyterLab
+says bye when the notebook's session closes, just before JupyterLab disposes
+the page's kernel connection (js/src/connection.ts; the views' own removal
+comes after it, when nothing can be sent). A closed browser tab (a Notebook 7
+notebook is a page of its own) says nothing, as a reload does: the kernel
+cannot tell them apart, and a reload must not stop the reply, so such a reply
+runs to its end, as a running cell would.
 
 Threads: :class:`ViewRoster` is called by the view-message handler (the
 kernel's main thread, or a subshell's) and guarded by its lock; its grace

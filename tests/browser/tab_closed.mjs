@@ -1,0 +1,62 @@
+// The chat's notebook tab is closed mid-answer (the kernel keeps running, as JupyterLab
+// leaves it): the view says bye while its notebook's session closes, before JupyterLab
+// disposes the page's kernel connection (js/src/connection.ts), and once no view came
+// back within the widget's grace period the kernel stops the reply. Then the kernel is
+// asked for the reply's status through a new connection to it (the tab is gone).
+// params: { notebook, min_chars = 200 }
+import { waitForAssistants } from './record.mjs';
+import { openNotebook, runCell, scenario } from './lab.mjs';
+
+await scenario(async ({ page, params, log }) => {
+  await openNotebook(page, params.notebook);
+  await runCell(page, 0);
+  await waitForAssistants(page, { index: 0, n: 1 });
+  await page.waitForFunction(
+    (n) => (document.querySelector('.nbs-message[data-role="assistant"] .nbs-text')?.textContent.length ?? 0) >= n,
+    params.min_chars ?? 200,
+    { timeout: 60_000, polling: 100 },
+  );
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(String(e)));
+  const kernel = await page.evaluate(async () => {
+    const panel = window.jupyterapp.shell.currentWidget;
+    const k = panel.sessionContext.session.kernel;
+    const model = { id: k.id, name: k.name };
+    // closed as a person closes the tab (the close request, JupyterLab's own path),
+    // without the dialog about unsaved changes
+    panel.context.model.dirty = false;
+    panel.close();
+    return model;
+  });
+  await page.waitForFunction(() => document.querySelectorAll('.nbs-chat').length === 0, null, { timeout: 30_000 });
+  const closedAt = Date.now();
+  // the tab is gone: ask the same kernel through a connection of our own
+  const ask = (model, code) =>
+    page.evaluate(
+      async ({ model, code }) => {
+        const k = window.jupyterapp.serviceManager.kernels.connectTo({ model });
+        try {
+          let out = '';
+          const future = k.requestExecute({ code, store_history: false });
+          future.onIOPub = (msg) => {
+            if (msg.header.msg_type === 'stream') out += msg.content.text;
+            if (msg.header.msg_type === 'error') out += `${msg.content.ename}: ${msg.content.evalue}`;
+          };
+          await future.done;
+          return out;
+        } finally {
+          k.dispose();
+        }
+      },
+      { model, code },
+    );
+  let reply = null;
+  for (let i = 0; i < 40; i++) {
+    const out = await ask(kernel, 'import json\nprint(json.dumps({"status": chat.last.status, "chars": len(chat.last.text)}))');
+    reply = JSON.parse(out.trim().split('\n').at(-1));
+    if (reply.status !== 'running') break;
+    await page.waitForTimeout(500); // (the grace period runs in the kernel)
+  }
+  log(`reply ${JSON.stringify(reply)} ${Date.now() - closedAt} ms after the tab closed`);
+  return { reply, after_ms: Date.now() - closedAt, page_errors: errors };
+});
