@@ -44,7 +44,8 @@ second per page (so 8 widgets ack about once a second each), and the last
 delta of a stream by a timer. Sparse, because every browser→kernel message
 makes the kernel publish a busy and an idle status to every client: an ack per
 frame tripled the traffic. So the pump measures how often each channel's view
-acks (an EWMA of the time between acks, ``ack_period``) and sizes the rest by
+acks (an EWMA of the time between its rounds of acks, ``ack_period``: a round
+of a ``Compare``'s panes in one message is one ack, :meth:`Pump.acks`) and sizes the rest by
 it, in time rather than in deltas: once a view acks on a channel, each stream
 may have at most ``window`` unacknowledged deltas (at least those sent in 2.5
 ack periods), and the interval grows (up to ``ceiling``) with the reported
@@ -309,28 +310,42 @@ class Pump:
 
     def ack(self, ch: Channel, stream_id: str, seq: int, render_ms: float) -> None:
         """A view rendered delta ``seq`` of ``stream_id`` (comm thread; never blocks long)."""
+        self.acks(ch, ((stream_id, seq),), render_ms)
+
+    def acks(self, ch: Channel, entries: Iterable[tuple[str, int]], render_ms: float) -> None:
+        """A view's round of acks (one ``AcksMsg``): it rendered delta ``seq`` of each
+        ``(stream_id, seq)``, in order (comm thread; never blocks long). The round is one
+        ack of the channel's view for its figures: the time between rounds is the view's
+        ack period (the acks of one round, a ``Compare``'s panes, are not gaps of 0 that
+        would shrink it, and with it the window and the ack timeout), and the round's
+        ack lag is its latest stream's."""
         now = self.clock()
         with self._cond:
-            for s in itertools.chain(ch.streams, ch.ended):
-                if s.id == stream_id:
-                    lag_ms = s.ack(seq, render_ms, now)
-                    if lag_ms is not None:
-                        if log.isEnabledFor(logging.DEBUG):
-                            log.debug("ack %s#%d: render %.1f ms, lag %.1f ms", stream_id, seq,
-                                      render_ms, lag_ms)
-                        ch.acks += 1
-                        # weights by time, so that sparse acks adapt as fast as dense ones
-                        a = 0.2
-                        if ch.last_ack_at is not None:
-                            gap = min(MAX_ACK_PERIOD, now - ch.last_ack_at)
-                            ch.ack_period = 0.7 * ch.ack_period + 0.3 * gap
-                            a = max(a, 1.0 - math.exp(-gap / SMOOTHING))
-                        ch.last_ack_at = now
-                        ch.render_ms_ewma = (1 - a) * ch.render_ms_ewma + a * max(0.0, render_ms)
-                        ch.ack_lag_ms_ewma = (1 - a) * ch.ack_lag_ms_ewma + a * lag_ms
-                        self._woken = True
-                        self._cond.notify()
-                    return
+            lag_ms: float | None = None
+            for stream_id, seq in entries:
+                for s in itertools.chain(ch.streams, ch.ended):
+                    if s.id == stream_id:
+                        lag = s.ack(seq, render_ms, now)
+                        if lag is not None:
+                            if log.isEnabledFor(logging.DEBUG):
+                                log.debug("ack %s#%d: render %.1f ms, lag %.1f ms", stream_id,
+                                          seq, render_ms, lag)
+                            ch.acks += 1
+                            lag_ms = lag if lag_ms is None else max(lag_ms, lag)
+                        break
+            if lag_ms is None:
+                return  # no news in this round
+            # weights by time, so that sparse acks adapt as fast as dense ones
+            a = 0.2
+            if ch.last_ack_at is not None:
+                gap = min(MAX_ACK_PERIOD, now - ch.last_ack_at)
+                ch.ack_period = 0.7 * ch.ack_period + 0.3 * gap
+                a = max(a, 1.0 - math.exp(-gap / SMOOTHING))
+            ch.last_ack_at = now
+            ch.render_ms_ewma = (1 - a) * ch.render_ms_ewma + a * max(0.0, render_ms)
+            ch.ack_lag_ms_ewma = (1 - a) * ch.ack_lag_ms_ewma + a * lag_ms
+            self._woken = True
+            self._cond.notify()
 
     def wake(self) -> None:
         with self._cond:

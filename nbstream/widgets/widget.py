@@ -558,10 +558,9 @@ class StreamingWidget(anywidget.AnyWidget):
                 self._views.bye(msg["view"])
             elif msg["kind"] == "resync":
                 self._pump.resync(self._channel, msg["id"], msg.get("have", 0))
-            elif msg["kind"] == "acks":  # a round of acks: each as its own ack, in order
-                render_ms = float(msg.get("render_ms", 0.0))
-                for entry in msg["acks"]:
-                    self._pump.ack(self._channel, entry["id"], entry["seq"], render_ms)
+            elif msg["kind"] == "acks":  # a round of acks, in order: one round for the figures
+                self._pump.acks(self._channel, [(e["id"], e["seq"]) for e in msg["acks"]],
+                                float(msg.get("render_ms", 0.0)))
             elif msg["kind"] == "ack":  # (views of earlier versions: one per message)
                 self._pump.ack(self._channel, msg["id"], msg["seq"],
                                float(msg.get("render_ms", 0.0)))
