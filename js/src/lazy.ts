@@ -240,11 +240,12 @@ export class LazyRenderer {
   /** a frame should look for placeholders near the view */
   private looking = false;
   /**
-   * a history's end waits for frames of its own: 5 (warm the parser next), 4
-   * (the sanitizer next), 3 (the layout next), 2 (render the end next, the
-   * list's content skipped), 1 (show it next), 0
+   * a history's end waits for frames of its own: 6 (put the end in the DOM
+   * next), 5 (warm the parser next), 4 (the sanitizer next), 3 (the layout
+   * next), 2 (render the end next, the list's content skipped), 1 (show it
+   * next), 0
    */
-  private holding: 0 | 1 | 2 | 3 | 4 | 5 = 0;
+  private holding: 0 | 1 | 2 | 3 | 4 | 5 | 6 = 0;
   private disposed = false;
   /** the list's width for estimates, as last seen in a frame (never read while painting) */
   private width = 700;
@@ -441,7 +442,7 @@ export class LazyRenderer {
     if (this.holding === 0) {
       this.options.root.classList.add(OPENING_CLASS);
     }
-    this.holding = 5;
+    this.holding = 6;
     this.request();
   }
 
@@ -667,6 +668,16 @@ export class LazyRenderer {
       return;
     }
     const { host, now, root } = this.options;
+    if (this.holding === 6) {
+      // the history's end into the DOM, as placeholders: not in the frame that built
+      // its state (reconciled its order), each half of that work a frame
+      this.holding = 5;
+      if (this.attaching) {
+        this.attaching = host.attach();
+      }
+      this.request();
+      return;
+    }
     if (this.holding >= 3) {
       host.warm(WARM_STEPS[5 - this.holding] as WarmPart);
       this.holding = (this.holding - 1) as 2 | 3 | 4;
