@@ -29,14 +29,21 @@
  *   last message always): the first paint shows the end, and the next frames
  *   what the budget left above it.
  * - **A long history into the DOM from its end.** When many messages arrive
- *   at once, the list puts the last {@link ATTACH_FIRST} in the DOM, then
- *   the older ones above them, {@link ATTACH_CHUNK} at a time within a
+ *   at once, the list puts the last {@link ATTACH_FIRST} in the DOM (in the
+ *   frame after the one that reconciled them), then the older ones above them, {@link ATTACH_CHUNK} at a time within a
  *   frame's budget ({@link LazyHost.attach}), so the task that shows a chat
  *   does not grow with its history.
  * - **A history's end in frames of its own** ({@link LazyRenderer.holdEnd}).
- *   The frame that builds the list for a history (its first
- *   {@link ATTACH_FIRST} messages and their placeholders) does not also
- *   render its end: the list stays invisible
+ *   The frame that reconciles a history (its order, branch and entries:
+ *   the work that grows with it) creates none of its elements; the next
+ *   puts the last {@link ATTACH_FIRST} in the DOM as placeholders (the
+ *   list's first element code run: cold code). They were one frame, of
+ *   31–78 ms in the benchmark's traces at loads 1–2.8 (40 ms at load 1.3:
+ *   24 ms of it script, the 20 messages' elements and chrome about 60 % of
+ *   that); as two, at load ~2, 27 ms (5 ms of it script: the rest the
+ *   page's first paint of the view) and 33 ms (17 ms of script); at load
+ *   ~5 the first was once 68 ms, 42 of it a major GC the page owed.
+ *   Neither renders the end: the list stays invisible
  *   ({@link OPENING_CLASS}) while the next three frames prepare the
  *   renderer ({@link LazyHost.warm}: the first Markdown rendered in a page
  *   compiles the parser and renderer, then the sanitizer, ~25 ms of V8
@@ -98,7 +105,8 @@ import { FRAME_BUDGET_MS } from "./scheduler";
 export const TAIL_CHARS = 2000;
 /**
  * Messages a list puts in the DOM at once when many arrive together (a chat
- * opened with its history): the last ones; the older ones follow,
+ * opened with its history), in the frame after the one that reconciled them:
+ * the last ones; the older ones follow,
  * {@link ATTACH_CHUNK} a frame, above them.
  */
 export const ATTACH_FIRST = 20;

@@ -560,7 +560,7 @@ export class MessageList {
     if (last === null) {
       // nothing to keep at the bottom: no layout read (a chat's view is made empty, its
       // history coming in the kernel's updates after it; the read laid the page out in
-      // the task that made the view: 9-14 ms of its 28-31, traced)
+      // the task that made the view: 6-7 ms of style and layout of its 21-28, traced)
       this.lazy?.flush();
       return;
     }
