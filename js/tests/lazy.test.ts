@@ -524,7 +524,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     });
     cleanups.push(() => Object.defineProperty(proto, "scrollHeight", own ?? {}));
     // a clock that moves 4 ms per reading: two chunks fit a frame's 8 ms
-    const { list, frames } = mount(n, steppingClock(4));
+    const { el, list, frames } = mount(n, steppingClock(4));
     // the elements each frame creates
     const created: Element[] = [];
     const create = Document.prototype.createElement;
@@ -538,8 +538,15 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     });
     const messagesMade = () => created.splice(0).filter((e) => e.matches(".nbs-message"));
     // the task that made the view (the module evaluated, the chrome built) builds no
-    // list: its first frame reconciles the history, and creates none of its elements
+    // list, nor does the first frame after it (the page's first paint of the view)
     expect(list.children.length).toBe(0);
+    expect(frames.pending).toBe(1);
+    frames.frame();
+    expect(created).toEqual([]);
+    expect(list.classList.contains(OPENING_CLASS)).toBe(false);
+    expect(el.querySelector("button.nbs-copy-all")).not.toBeNull();
+    // the next reconciles the history, and creates none of its elements
+    expect(frames.pending).toBe(1);
     frames.frame();
     expect(created).toEqual([]);
     expect(list.children.length).toBe(0);
@@ -734,6 +741,8 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const list = el.querySelector(".nbs-messages") as HTMLElement;
     expect(list.children.length).toBe(1);
     model.update(state); // the rest of the history, in one update
+    frames.frame(); // the page's first paint of the view: the history waits
+    expect(list.children.length).toBe(1);
     frames.frame(); // reconciled, hidden: the first message out of the DOM too
     expect(list.children.length).toBe(0);
     expect(list.classList.contains(OPENING_CLASS)).toBe(true);
@@ -772,7 +781,8 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const list = el.querySelector(".nbs-messages") as HTMLElement;
     const last = () => list.querySelector(`[data-id="m${n}"]`) as HTMLElement;
     const ids = () => [...list.children].map((c) => (c as HTMLElement).dataset.id);
-    frames.frame(); // the first frame builds the list
+    frames.frame(); // the page's first paint of the view
+    frames.frame(); // the next builds the list
     expect(list.classList.contains(OPENING_CLASS)).toBe(true); // the end's own frames
     expect(list.children.length).toBe(0);
     frames.frame(); // the next puts its end in the DOM
@@ -829,6 +839,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     cleanups.push(mountChat(model, el, { frames: loop, now: () => 0, idle: null, lazy: true }));
     const list = el.querySelector(".nbs-messages") as HTMLElement;
     const ids = () => [...list.children].map((c) => (c as HTMLElement).dataset.id);
+    frames.frame(); // the page's first paint of the view
     frames.frame(); // the newest slice reconciled, none of it in the DOM
     expect(list.children.length).toBe(0);
     model.update(slice(101, 200)); // an older slice, before the end's frame
@@ -851,7 +862,8 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
   it("copies all of it, placeholders and messages not yet in the DOM included", async () => {
     const n = 300;
     const { el, entries, frames } = mount(n);
-    frames.frame(); // the first frame builds the list (Copy all waits for it)
+    frames.frame(); // the page's first paint of the view
+    frames.frame(); // the next builds the list (Copy all waits for it)
     const seen: string[] = [];
     Object.defineProperty(navigator, "clipboard", {
       configurable: true,
