@@ -34,15 +34,18 @@
  *   frame's budget ({@link LazyHost.attach}), so the task that shows a chat
  *   does not grow with its history.
  * - **A history's end in frames of its own** ({@link LazyRenderer.holdEnd}).
- *   The frame that reconciles a history (its order, branch and entries:
- *   the work that grows with it) creates none of its elements; the next
- *   puts the last {@link ATTACH_FIRST} in the DOM as placeholders (the
- *   list's first element code run: cold code). They were one frame, of
- *   31–78 ms in the benchmark's traces at loads 1–2.8 (40 ms at load 1.3:
- *   24 ms of it script, the 20 messages' elements and chrome about 60 % of
- *   that); as two, at load ~2, 27 ms (5 ms of it script: the rest the
- *   page's first paint of the view) and 33 ms (17 ms of script); at load
- *   ~5 the first was once 68 ms, 42 of it a major GC the page owed.
+ *   Not in the first frame after the view was made: that one is the page's
+ *   first style, layout and paint of it (13–55 ms traced at load ~3; chat.ts
+ *   `unpainted`). The frame that reconciles a history (its order, branch
+ *   and entries: the work that grows with it) creates none of its elements;
+ *   the next puts the last {@link ATTACH_FIRST} in the DOM as placeholders
+ *   (the first run of the list's element code: cold). They were one frame,
+ *   of 31–78 ms in the benchmark's traces at loads 1–2.8 (40 ms at load
+ *   1.3: 24 ms of it script, the 20 messages' elements and chrome about
+ *   60 % of that); as two, at load ~2, 27 ms (15 ms of it script) and 33 ms
+ *   (18 ms of script, nearly all the 20 elements); at load ~5 the first was
+ *   once 68 ms: a major GC (21 ms) and the page's first paint of the view
+ *   (23 ms), which came in the same frame (hence the frame before, above).
  *   Neither renders the end: the list stays invisible
  *   ({@link OPENING_CLASS}) while the next three frames prepare the
  *   renderer ({@link LazyHost.warm}: the first Markdown rendered in a page
