@@ -29,14 +29,24 @@
  *   last message always): the first paint shows the end, and the next frames
  *   what the budget left above it.
  * - **A long history into the DOM from its end.** When many messages arrive
- *   at once, the list puts the last {@link ATTACH_FIRST} in the DOM, then
- *   the older ones above them, {@link ATTACH_CHUNK} at a time within a
+ *   at once, the list puts the last {@link ATTACH_FIRST} in the DOM (in the
+ *   frame after the one that reconciled them), then the older ones above them, {@link ATTACH_CHUNK} at a time within a
  *   frame's budget ({@link LazyHost.attach}), so the task that shows a chat
  *   does not grow with its history.
  * - **A history's end in frames of its own** ({@link LazyRenderer.holdEnd}).
- *   The frame that builds the list for a history (its first
- *   {@link ATTACH_FIRST} messages and their placeholders) does not also
- *   render its end: the list stays invisible
+ *   Not in the first frame after the view was made: that one is the page's
+ *   first style, layout and paint of it (13–55 ms traced at load ~3; chat.ts
+ *   `unpainted`). The frame that reconciles a history (its order, branch
+ *   and entries: the work that grows with it) creates none of its elements;
+ *   the next puts the last {@link ATTACH_FIRST} in the DOM as placeholders
+ *   (the first run of the list's element code: cold). They were one frame,
+ *   of 31–78 ms in the benchmark's traces at loads 1–2.8 (40 ms at load
+ *   1.3: 24 ms of it script, the 20 messages' elements and chrome about
+ *   60 % of that); as two, at load ~2, 27 ms (15 ms of it script) and 33 ms
+ *   (18 ms of script, nearly all the 20 elements); at load ~5 the first was
+ *   once 68 ms: a major GC (21 ms) and the page's first paint of the view
+ *   (23 ms), which came in the same frame (hence the frame before, above).
+ *   Neither renders the end: the list stays invisible
  *   ({@link OPENING_CLASS}) while the next three frames prepare the
  *   renderer ({@link LazyHost.warm}: the first Markdown rendered in a page
  *   compiles the parser and renderer, then the sanitizer, ~25 ms of V8
@@ -98,7 +108,8 @@ import { FRAME_BUDGET_MS } from "./scheduler";
 export const TAIL_CHARS = 2000;
 /**
  * Messages a list puts in the DOM at once when many arrive together (a chat
- * opened with its history): the last ones; the older ones follow,
+ * opened with its history), in the frame after the one that reconciled them:
+ * the last ones; the older ones follow,
  * {@link ATTACH_CHUNK} a frame, above them.
  */
 export const ATTACH_FIRST = 20;
@@ -240,11 +251,12 @@ export class LazyRenderer {
   /** a frame should look for placeholders near the view */
   private looking = false;
   /**
-   * a history's end waits for frames of its own: 5 (warm the parser next), 4
-   * (the sanitizer next), 3 (the layout next), 2 (render the end next, the
-   * list's content skipped), 1 (show it next), 0
+   * a history's end waits for frames of its own: 6 (put the end in the DOM
+   * next), 5 (warm the parser next), 4 (the sanitizer next), 3 (the layout
+   * next), 2 (render the end next, the list's content skipped), 1 (show it
+   * next), 0
    */
-  private holding: 0 | 1 | 2 | 3 | 4 | 5 = 0;
+  private holding: 0 | 1 | 2 | 3 | 4 | 5 | 6 = 0;
   private disposed = false;
   /** the list's width for estimates, as last seen in a frame (never read while painting) */
   private width = 700;
@@ -441,7 +453,7 @@ export class LazyRenderer {
     if (this.holding === 0) {
       this.options.root.classList.add(OPENING_CLASS);
     }
-    this.holding = 5;
+    this.holding = 6;
     this.request();
   }
 
@@ -667,6 +679,16 @@ export class LazyRenderer {
       return;
     }
     const { host, now, root } = this.options;
+    if (this.holding === 6) {
+      // the history's end into the DOM, as placeholders: not in the frame that built
+      // its state (reconciled its order), each half of that work a frame
+      this.holding = 5;
+      if (this.attaching) {
+        this.attaching = host.attach();
+      }
+      this.request();
+      return;
+    }
     if (this.holding >= 3) {
       host.warm(WARM_STEPS[5 - this.holding] as WarmPart);
       this.holding = (this.holding - 1) as 2 | 3 | 4;

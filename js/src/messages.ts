@@ -352,9 +352,11 @@ export class MessageList {
    * Makes the list's children match `order`, creating and removing nodes.
    * With lazy rendering, a long history arriving at once (more than
    * {@link ATTACH_FIRST} new messages, while the list follows its bottom)
-   * goes into the DOM from its end: the last {@link ATTACH_FIRST} now, the
-   * rest a chunk per frame above them ({@link attachChunk}); their entries
-   * wait meanwhile (painted when their node is made). Messages that arrive
+   * goes into the DOM from its end: none in this frame (it reconciles the
+   * order and keeps the entries, no more: a frame's work that grows with the
+   * history), the last {@link ATTACH_FIRST} in the next one, the rest a chunk
+   * per frame above them ({@link attachChunk}); their entries wait meanwhile
+   * (painted when their node is made). Messages that arrive
    * above those shown (a loaded history comes newest slice first) wait and
    * enter the same way, with no second hold of the end.
    */
@@ -369,7 +371,10 @@ export class MessageList {
         this.fresh.delete(id);
       }
     }
-    const firstIn = this.waiting > 0 ? this.order[this.waiting] : undefined;
+    // none of the list's messages in the DOM yet: a history's end goes in a frame after
+    // the one that reconciled it (attachChunk, lazy.ts), and until then all of it waits
+    const noneIn = this.waiting > 0 && this.waiting >= this.order.length;
+    const firstIn = this.waiting > 0 && !noneIn ? this.order[this.waiting] : undefined;
     let waiting = 0;
     let history = false;
     if (this.lazy !== null) {
@@ -387,7 +392,9 @@ export class MessageList {
           above = above || first < 0;
         }
       }
-      if (firstIn !== undefined) {
+      if (noneIn) {
+        waiting = order.length; // still waiting for the frame that puts the end in
+      } else if (firstIn !== undefined) {
         // still attaching: the messages above the first one in the DOM keep waiting
         waiting = Math.max(0, order.indexOf(firstIn));
       } else if (above && first > 0) {
@@ -397,9 +404,10 @@ export class MessageList {
         waiting = first;
       }
       if (added > ATTACH_FIRST && this.scroll.isFollowing) {
-        // a history arriving at once (even after a first message): its end first,
-        // rendered in frames of its own (lazy.ts)
-        waiting = Math.max(waiting, order.length - ATTACH_FIRST);
+        // a history arriving at once (even after a first message): this frame builds no
+        // message of it; the next puts its end in the DOM, then it renders in frames of
+        // its own (lazy.ts holdEnd), the older messages a chunk a frame above
+        waiting = order.length;
         history = true;
       }
     }
@@ -453,9 +461,14 @@ export class MessageList {
     return node;
   }
 
-  /** Puts the next {@link ATTACH_CHUNK} waiting messages in the DOM; returns whether more wait. */
+  /**
+   * Puts the next waiting messages in the DOM, above those in it: the last
+   * {@link ATTACH_FIRST} when none is in yet (a history's end), else the next
+   * {@link ATTACH_CHUNK}; returns whether more wait.
+   */
   private attachChunk(): boolean {
-    const from = Math.max(0, this.waiting - ATTACH_CHUNK);
+    const count = this.waiting >= this.order.length ? ATTACH_FIRST : ATTACH_CHUNK;
+    const from = Math.max(0, this.waiting - count);
     const fragment = this.doc.createDocumentFragment();
     for (let i = from; i < this.waiting; i++) {
       const id = this.order[i] as string;
@@ -544,7 +557,14 @@ export class MessageList {
       return;
     }
     const last = this.list.lastElementChild as HTMLElement | null;
-    const live = last?.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
+    if (last === null) {
+      // nothing to keep at the bottom: no layout read (a chat's view is made empty, its
+      // history coming in the kernel's updates after it; the read laid the page out in
+      // the task that made the view: 6-7 ms of style and layout of its 21-28, traced)
+      this.lazy?.flush();
+      return;
+    }
+    const live = last.dataset.role === "assistant" && last.getAttribute("aria-busy") === "true";
     this.scroll.settle(live ? last : null);
     this.lazy?.flush();
   }

@@ -254,24 +254,40 @@ describe("LazyRenderer", () => {
     expect(rendered).toEqual([els.at(-1)?.dataset.id, els.at(-2)?.dataset.id]);
   });
 
-  it("holds a history's end for frames of its own: the parser warmed in one, the sanitizer, the layout, the end rendered unseen, then shown", () => {
+  it("holds a history's end for frames of its own: its end put in the DOM in one, the parser warmed in the next, the sanitizer, the layout, the end rendered unseen, then shown", () => {
     const b = bareList(12, 300);
     const warmed: [WarmPart, number][] = [];
     b.host.warm = (part) => void warmed.push([part, b.rendered.length]);
+    // the history's messages wait to enter the DOM: two chunks (messages.ts attachChunk)
+    const attached: number[] = [];
+    let chunks = 2;
+    b.host.attach = () => {
+      attached.push(warmed.length);
+      chunks--;
+      return chunks > 0;
+    };
     // as messages.ts settles a list: its end first (renderTail), then its bottom
     b.host.settled = () => {
       b.lazy.renderTail();
       b.root.scrollTop = b.root.scrollHeight;
     };
+    // as messages.ts reconciles a history: the end held, the messages waiting
     b.lazy.holdEnd();
+    b.lazy.wake();
     expect(b.lazy.holdingEnd).toBe(true);
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(true);
-    // the task that built the list settles it: nothing rendered there
+    // the task that built the list settles it: nothing rendered there, nothing attached
     b.lazy.renderTail();
     b.lazy.flush();
     expect(b.rendered).toEqual([]);
+    expect(attached).toEqual([]);
+    expect(b.frames.pending).toBe(1);
+    b.frames.frame(); // the end into the DOM (one chunk: the last messages), alone
+    expect(attached).toEqual([0]);
+    expect(warmed).toEqual([]);
     expect(b.frames.pending).toBe(1);
     b.frames.frame(); // the parser's first compiling, alone
+    expect(attached).toEqual([0]); // the older messages wait until the end is shown
     expect(warmed).toEqual([["parser", 0]]);
     expect(b.frames.pending).toBe(1);
     b.frames.frame(); // the sanitizer's, alone
@@ -299,6 +315,9 @@ describe("LazyRenderer", () => {
     expect(b.root.classList.contains(OPENING_CLASS)).toBe(false);
     expect(b.lazy.holdingEnd).toBe(false);
     expect(warmed.length).toBe(3);
+    expect(attached).toEqual([0]);
+    b.frames.frame(); // the older messages, above the end shown
+    expect(attached).toEqual([0, 3]);
     // from then on the end renders at once again (a new answer's placeholder)
     const count = b.rendered.length;
     b.lazy.renderTail();
@@ -315,8 +334,10 @@ describe("LazyRenderer", () => {
     const warms: WarmPart[] = [];
     b.host.warm = (part) => void warms.push(part);
     b.lazy.holdEnd();
+    b.frames.frame(); // the end put in the DOM
     b.frames.frame(); // the parser warmed
-    b.lazy.holdEnd(); // more history came: its end waits for five frames again
+    b.lazy.holdEnd(); // more history came: its end waits for six frames again
+    b.frames.frame(); // its end put in the DOM
     b.frames.frame();
     b.frames.frame();
     b.frames.frame();
@@ -503,12 +524,41 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     });
     cleanups.push(() => Object.defineProperty(proto, "scrollHeight", own ?? {}));
     // a clock that moves 4 ms per reading: two chunks fit a frame's 8 ms
-    const { list, frames } = mount(n, steppingClock(4));
+    const { el, list, frames } = mount(n, steppingClock(4));
+    // the elements each frame creates
+    const created: Element[] = [];
+    const create = Document.prototype.createElement;
+    Document.prototype.createElement = function (this: Document, ...args: [string]) {
+      const made = create.apply(this, args);
+      created.push(made);
+      return made;
+    } as typeof create;
+    cleanups.push(() => {
+      Document.prototype.createElement = create;
+    });
+    const messagesMade = () => created.splice(0).filter((e) => e.matches(".nbs-message"));
     // the task that made the view (the module evaluated, the chrome built) builds no
-    // list: its first frame does
+    // list, nor does the first frame after it (the page's first paint of the view)
     expect(list.children.length).toBe(0);
+    expect(frames.pending).toBe(1);
+    frames.frame();
+    expect(created).toEqual([]);
+    expect(list.classList.contains(OPENING_CLASS)).toBe(false);
+    expect(el.querySelector("button.nbs-copy-all")).not.toBeNull();
+    // the next reconciles the history, and creates none of its elements
+    expect(frames.pending).toBe(1);
+    frames.frame();
+    expect(created).toEqual([]);
+    expect(list.children.length).toBe(0);
+    expect(list.classList.contains(OPENING_CLASS)).toBe(true);
+    // every message is the list's already (Copy all), none in the DOM yet
+    expect(list.querySelector(".nbs-message")).toBeNull();
+    // the next puts the end in the DOM: the last ATTACH_FIRST messages, no other
     frames.frame();
     expect(reads).toEqual([]);
+    expect(messagesMade().map((e) => (e as HTMLElement).dataset.id)).toEqual(
+      Array.from({ length: ATTACH_FIRST }, (_, i) => `m${n - ATTACH_FIRST + i + 1}`),
+    );
     expect(list.children.length).toBe(ATTACH_FIRST);
     const last = list.lastElementChild as HTMLElement;
     expect(last.dataset.id).toBe(`m${n}`);
@@ -609,6 +659,43 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     expect(el.querySelectorAll(".nbs-message").length).toBe(100);
   });
 
+  it("the task that makes an empty chat's view reads no layout (a history comes in updates after it)", async () => {
+    const reads: number[] = [];
+    const proto = Element.prototype;
+    const own = Object.getOwnPropertyDescriptor(proto, "scrollHeight");
+    Object.defineProperty(proto, "scrollHeight", {
+      configurable: true,
+      get(this: Element) {
+        reads.push(1);
+        return own?.get?.call(this) ?? 0;
+      },
+    });
+    cleanups.push(() => Object.defineProperty(proto, "scrollHeight", own ?? {}));
+    const { state } = history(2);
+    const rest = Object.fromEntries(Object.entries(state).filter(([k]) => !/^m\d/.test(k)));
+    // as ChatWidget(messages=...) or load(): the view made with no message; a live comm
+    // found in the same task says "connected" (the view repaints and settles)
+    const model = new FakeModel({ mode: "chat", _model_ref: "IPY_MODEL_x", ...rest });
+    model.widget_manager = { get_model: () => Promise.resolve({ comm_live: true }) } as never;
+    const el = document.createElement("div");
+    document.body.append(el);
+    cleanups.push(() => el.remove());
+    const frames = new FakeFrames();
+    cleanups.push(
+      mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }),
+    );
+    await Promise.resolve();
+    await Promise.resolve();
+    expect(el.querySelector(".nbs-chat")?.getAttribute("data-connection")).toBe("live");
+    expect(el.querySelectorAll(".nbs-message").length).toBe(0);
+    expect(reads).toEqual([]);
+    // its first messages settle it at its bottom, in their frame
+    model.update(state);
+    frames.frame();
+    expect(el.querySelectorAll(".nbs-message").length).toBe(2);
+    expect(reads.length).toBeGreaterThan(0);
+  });
+
   it("in the page's one frame loop, the history enters through the loop's frames", () => {
     const n = 400;
     const { state } = history(n);
@@ -654,7 +741,12 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const list = el.querySelector(".nbs-messages") as HTMLElement;
     expect(list.children.length).toBe(1);
     model.update(state); // the rest of the history, in one update
-    frames.frame();
+    frames.frame(); // the page's first paint of the view: the history waits
+    expect(list.children.length).toBe(1);
+    frames.frame(); // reconciled, hidden: the first message out of the DOM too
+    expect(list.children.length).toBe(0);
+    expect(list.classList.contains(OPENING_CLASS)).toBe(true);
+    frames.frame(); // its end in the DOM
     expect(list.children.length).toBe(ATTACH_FIRST);
     expect((list.firstElementChild as HTMLElement).dataset.id).toBe(`m${n - ATTACH_FIRST + 1}`);
     while (frames.pending > 0) {
@@ -689,8 +781,14 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     const list = el.querySelector(".nbs-messages") as HTMLElement;
     const last = () => list.querySelector(`[data-id="m${n}"]`) as HTMLElement;
     const ids = () => [...list.children].map((c) => (c as HTMLElement).dataset.id);
-    frames.frame(); // the first frame builds the list
+    frames.frame(); // the page's first paint of the view
+    frames.frame(); // the next builds the list
     expect(list.classList.contains(OPENING_CLASS)).toBe(true); // the end's own frames
+    expect(list.children.length).toBe(0);
+    frames.frame(); // the next puts its end in the DOM
+    expect(ids()).toEqual(
+      Array.from({ length: ATTACH_FIRST }, (_, i) => `m${n - ATTACH_FIRST + i + 1}`),
+    );
     for (let i = 0; i < 5; i++) {
       frames.frame();
     }
@@ -720,10 +818,52 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     expect((list.querySelector('[data-id="m2"]') as HTMLElement).dataset.status).toBe("done");
   });
 
+  it("a slice that comes before the history's end is in the DOM waits with it: the end's frame puts in the last of all", () => {
+    const n = 300;
+    const { state } = history(n);
+    const slice = (from: number, to: number) =>
+      Object.fromEntries(
+        Object.entries(state).filter(([k]) => {
+          const m = /^m(\d+)/.exec(k);
+          return m !== null && Number(m[1]) >= from && Number(m[1]) <= to;
+        }),
+      );
+    const rest = Object.fromEntries(Object.entries(state).filter(([k]) => !/^m\d/.test(k)));
+    const model = new FakeModel({ mode: "chat", ...rest, ...slice(201, n) });
+    const el = document.createElement("div");
+    document.body.append(el);
+    cleanups.push(() => el.remove());
+    // the page's loop: a view's new messages go before a list's own frames ("later")
+    const frames = new FakeFrames();
+    const loop = new PageLoop({ scheduler: frames, now: steppingClock(4) });
+    cleanups.push(mountChat(model, el, { frames: loop, now: () => 0, idle: null, lazy: true }));
+    const list = el.querySelector(".nbs-messages") as HTMLElement;
+    const ids = () => [...list.children].map((c) => (c as HTMLElement).dataset.id);
+    frames.frame(); // the page's first paint of the view
+    frames.frame(); // the newest slice reconciled, none of it in the DOM
+    expect(list.children.length).toBe(0);
+    model.update(slice(101, 200)); // an older slice, before the end's frame
+    frames.frame(); // the slice reconciled, then the end put in the DOM
+    // the end, the last ATTACH_FIRST of all; the older slice not in the DOM
+    expect(ids()).toEqual(
+      Array.from({ length: ATTACH_FIRST }, (_, i) => `m${n - ATTACH_FIRST + i + 1}`),
+    );
+    expect(list.classList.contains(OPENING_CLASS)).toBe(true);
+    let frameCount = 0;
+    while (frames.pending > 0 && frameCount < 100) {
+      frames.frame();
+      frameCount++;
+    }
+    expect(list.classList.contains(OPENING_CLASS)).toBe(false);
+    // every message given so far, in order (the order names an id above the slices too)
+    expect(ids().slice(-200)).toEqual(Array.from({ length: 200 }, (_, i) => `m${i + 101}`));
+  });
+
   it("copies all of it, placeholders and messages not yet in the DOM included", async () => {
     const n = 300;
     const { el, entries, frames } = mount(n);
-    frames.frame(); // the first frame builds the list (Copy all waits for it)
+    frames.frame(); // the page's first paint of the view
+    frames.frame(); // the next builds the list (Copy all waits for it)
     const seen: string[] = [];
     Object.defineProperty(navigator, "clipboard", {
       configurable: true,
