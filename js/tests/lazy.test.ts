@@ -487,6 +487,21 @@ function history(n: number): {
   return { state, entries };
 }
 
+/** A history of `n` messages as the kernel sends a loaded one: its slices by message
+ * number (`slice(from, to)`, both included), and the state's other keys (`rest`). */
+function historySlices(n: number) {
+  const { state } = history(n);
+  const slice = (from: number, to: number) =>
+    Object.fromEntries(
+      Object.entries(state).filter(([k]) => {
+        const m = /^m(\d+)/.exec(k);
+        return m !== null && Number(m[1]) >= from && Number(m[1]) <= to;
+      }),
+    );
+  const rest = Object.fromEntries(Object.entries(state).filter(([k]) => !/^m\d/.test(k)));
+  return { slice, rest };
+}
+
 describe("a long chat (messages.ts with lazy rendering)", () => {
   const cleanups: (() => void)[] = [];
   afterEach(() => {
@@ -761,15 +776,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
     // as the kernel sends a loaded history (nbstream/widgets/wire.py history_slices):
     // the first update names every id (last_id) and carries the newest messages
     const n = 300;
-    const { state } = history(n);
-    const slice = (from: number, to: number) =>
-      Object.fromEntries(
-        Object.entries(state).filter(([k]) => {
-          const m = /^m(\d+)/.exec(k);
-          return m !== null && Number(m[1]) >= from && Number(m[1]) <= to;
-        }),
-      );
-    const rest = Object.fromEntries(Object.entries(state).filter(([k]) => !/^m\d/.test(k)));
+    const { slice, rest } = historySlices(n);
     const model = new FakeModel({ mode: "chat", ...rest, ...slice(201, n) });
     const el = document.createElement("div");
     document.body.append(el);
@@ -820,15 +827,7 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
 
   it("a slice that comes before the history's end is in the DOM waits with it: the end's frame puts in the last of all", () => {
     const n = 300;
-    const { state } = history(n);
-    const slice = (from: number, to: number) =>
-      Object.fromEntries(
-        Object.entries(state).filter(([k]) => {
-          const m = /^m(\d+)/.exec(k);
-          return m !== null && Number(m[1]) >= from && Number(m[1]) <= to;
-        }),
-      );
-    const rest = Object.fromEntries(Object.entries(state).filter(([k]) => !/^m\d/.test(k)));
+    const { slice, rest } = historySlices(n);
     const model = new FakeModel({ mode: "chat", ...rest, ...slice(201, n) });
     const el = document.createElement("div");
     document.body.append(el);

@@ -15,7 +15,7 @@
 // With { kernel: true } the recorder also samples the notebook's kernel status
 // (busy / idle) from JupyterLab's session context.
 
-import { runCode } from './lab.mjs';
+import { openNotebook, runCell, runCode } from './lab.mjs';
 
 /** Start recording; returns { read(), stop() }, both resolving to the record. */
 export async function startRecorder(page, targets, { kernel = false } = {}) {
@@ -295,4 +295,21 @@ export async function readWidgetFrames(page) {
     const { last, n, ...rest } = window.__nbsWidgetFrames ?? {};
     return rest;
   });
+}
+
+/**
+ * Opens `notebook`, runs its first cell (a chat that answers at once) and waits until
+ * the first assistant message shows at least `minChars` characters: an answer under way.
+ * Returns its id.
+ */
+export async function answerUnderWay(page, notebook, minChars = 200) {
+  await openNotebook(page, notebook);
+  await runCell(page, 0);
+  const [id] = await waitForAssistants(page, { index: 0, n: 1 });
+  await page.waitForFunction(
+    (n) => (document.querySelector('.nbs-message[data-role="assistant"] .nbs-text')?.textContent.length ?? 0) >= n,
+    minChars,
+    { timeout: 60_000, polling: 100 },
+  );
+  return id;
 }

@@ -4,18 +4,11 @@
 // back within the widget's grace period the kernel stops the reply. Then the kernel is
 // asked for the reply's status through a new connection to it (the tab is gone).
 // params: { notebook, min_chars = 200 }
-import { waitForAssistants } from './record.mjs';
-import { openNotebook, runCell, scenario } from './lab.mjs';
+import { answerUnderWay } from './record.mjs';
+import { scenario } from './lab.mjs';
 
 await scenario(async ({ page, params, log }) => {
-  await openNotebook(page, params.notebook);
-  await runCell(page, 0);
-  await waitForAssistants(page, { index: 0, n: 1 });
-  await page.waitForFunction(
-    (n) => (document.querySelector('.nbs-message[data-role="assistant"] .nbs-text')?.textContent.length ?? 0) >= n,
-    params.min_chars ?? 200,
-    { timeout: 60_000, polling: 100 },
-  );
+  await answerUnderWay(page, params.notebook, params.min_chars ?? 200);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   const kernel = await page.evaluate(async () => {

@@ -3,18 +3,11 @@
 // none came back within its grace period, the kernel stops what runs (ViewRoster in
 // nbstream/widgets/widget.py). Then the kernel is asked for the reply's status.
 // params: { notebook, min_chars = 200 }
-import { kernelJson, waitForAssistants } from './record.mjs';
-import { openNotebook, runCell, scenario } from './lab.mjs';
+import { answerUnderWay, kernelJson } from './record.mjs';
+import { scenario } from './lab.mjs';
 
 await scenario(async ({ page, params, log }) => {
-  await openNotebook(page, params.notebook);
-  await runCell(page, 0);
-  await waitForAssistants(page, { index: 0, n: 1 });
-  await page.waitForFunction(
-    (n) => (document.querySelector('.nbs-message[data-role="assistant"] .nbs-text')?.textContent.length ?? 0) >= n,
-    params.min_chars ?? 200,
-    { timeout: 60_000, polling: 100 },
-  );
+  await answerUnderWay(page, params.notebook, params.min_chars ?? 200);
   const errors = [];
   page.on('pageerror', (e) => errors.push(String(e)));
   await page.evaluate(() => window.jupyterapp.commands.execute('notebook:clear-all-cell-outputs'));
