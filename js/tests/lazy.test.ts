@@ -487,6 +487,40 @@ function history(n: number): {
   return { state, entries };
 }
 
+/**
+ * A lazy chat on `traits` whose comm the view finds live in the task that made it (a
+ * promise already resolved): it says "connected" at once.
+ */
+async function mountLive(traits: Record<string, unknown>, cleanups: (() => void)[]) {
+  const model = new FakeModel({ mode: "chat", _model_ref: "IPY_MODEL_x", ...traits });
+  model.widget_manager = { get_model: () => Promise.resolve({ comm_live: true }) } as never;
+  const el = document.createElement("div");
+  document.body.append(el);
+  cleanups.push(() => el.remove());
+  const frames = new FakeFrames();
+  cleanups.push(mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }));
+  await Promise.resolve();
+  await Promise.resolve();
+  expect(el.querySelector(".nbs-chat")?.getAttribute("data-connection")).toBe("live");
+  return { model, el, frames };
+}
+
+/** Counts reads of `scrollHeight` (a layout read) until `cleanups` run. */
+function countLayoutReads(cleanups: (() => void)[]): number[] {
+  const reads: number[] = [];
+  const proto = Element.prototype;
+  const own = Object.getOwnPropertyDescriptor(proto, "scrollHeight");
+  Object.defineProperty(proto, "scrollHeight", {
+    configurable: true,
+    get(this: Element) {
+      reads.push(1);
+      return own?.get?.call(this) ?? 0;
+    },
+  });
+  cleanups.push(() => Object.defineProperty(proto, "scrollHeight", own ?? {}));
+  return reads;
+}
+
 /** A history of `n` messages as the kernel sends a loaded one: its slices by message
  * number (`slice(from, to)`, both included), and the state's other keys (`rest`). */
 function historySlices(n: number) {
@@ -640,32 +674,11 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
   });
 
   it("the task that makes a history's view reads no layout, even when its kernel answers in it", async () => {
-    const reads: number[] = [];
-    const proto = Element.prototype;
-    const own = Object.getOwnPropertyDescriptor(proto, "scrollHeight");
-    Object.defineProperty(proto, "scrollHeight", {
-      configurable: true,
-      get(this: Element) {
-        reads.push(1);
-        return own?.get?.call(this) ?? 0;
-      },
-    });
-    cleanups.push(() => Object.defineProperty(proto, "scrollHeight", own ?? {}));
+    const reads = countLayoutReads(cleanups);
     const { state } = history(100);
     // a live comm, found in the same task (a promise already resolved): the view says
     // "connected" at once
-    const model = new FakeModel({ mode: "chat", _model_ref: "IPY_MODEL_x", ...(state as object) });
-    model.widget_manager = { get_model: () => Promise.resolve({ comm_live: true }) } as never;
-    const el = document.createElement("div");
-    document.body.append(el);
-    cleanups.push(() => el.remove());
-    const frames = new FakeFrames();
-    cleanups.push(
-      mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }),
-    );
-    await Promise.resolve();
-    await Promise.resolve();
-    expect(el.querySelector(".nbs-chat")?.getAttribute("data-connection")).toBe("live");
+    const { el, frames } = await mountLive(state as Record<string, unknown>, cleanups);
     expect(reads).toEqual([]); // the page's layout is read in the frames that build the list
     for (let i = 0; i < 10 && frames.pending > 0; i++) {
       frames.frame();
@@ -675,33 +688,12 @@ describe("a long chat (messages.ts with lazy rendering)", () => {
   });
 
   it("the task that makes an empty chat's view reads no layout (a history comes in updates after it)", async () => {
-    const reads: number[] = [];
-    const proto = Element.prototype;
-    const own = Object.getOwnPropertyDescriptor(proto, "scrollHeight");
-    Object.defineProperty(proto, "scrollHeight", {
-      configurable: true,
-      get(this: Element) {
-        reads.push(1);
-        return own?.get?.call(this) ?? 0;
-      },
-    });
-    cleanups.push(() => Object.defineProperty(proto, "scrollHeight", own ?? {}));
+    const reads = countLayoutReads(cleanups);
     const { state } = history(2);
     const rest = Object.fromEntries(Object.entries(state).filter(([k]) => !/^m\d/.test(k)));
     // as ChatWidget(messages=...) or load(): the view made with no message; a live comm
     // found in the same task says "connected" (the view repaints and settles)
-    const model = new FakeModel({ mode: "chat", _model_ref: "IPY_MODEL_x", ...rest });
-    model.widget_manager = { get_model: () => Promise.resolve({ comm_live: true }) } as never;
-    const el = document.createElement("div");
-    document.body.append(el);
-    cleanups.push(() => el.remove());
-    const frames = new FakeFrames();
-    cleanups.push(
-      mountChat(model, el, { scheduler: frames, now: () => 0, idle: null, lazy: true }),
-    );
-    await Promise.resolve();
-    await Promise.resolve();
-    expect(el.querySelector(".nbs-chat")?.getAttribute("data-connection")).toBe("live");
+    const { model, el, frames } = await mountLive(rest, cleanups);
     expect(el.querySelectorAll(".nbs-message").length).toBe(0);
     expect(reads).toEqual([]);
     // its first messages settle it at its bottom, in their frame
