@@ -40,10 +40,10 @@
  *   stream waits at least {@link MAX_SPACING_MS} between frames (what cannot
  *   wait still shows at once), so that what the input starts (a cell run, its
  *   request to the kernel, the output coming back, a keystroke's echo) finds
- *   the main thread free; and since the views ack what they rendered, the
- *   kernel's pump slows for that while too, and the kernel's answer is not
- *   queued behind their text on the websocket (32 streams through one kernel,
- *   a probe cell run by a click and Shift+Enter: see benchmarks/README.md);
+ *   the main thread free (32 streams through one kernel, a probe cell run by a
+ *   click and Shift+Enter: see benchmarks/README.md). Only drawing waits: the
+ *   text keeps arriving into the views' buffers (the kernel's flow window spans
+ *   a few of a view's ack periods, longer than this);
  * - renders a view that is out of sight (an IntersectionObserver on its root)
  *   at most every {@link HIDDEN_MS}, and at once when it comes into sight; and
  *   tells the view ({@link FrameWork.sight}), which then keeps the browser from
