@@ -24,7 +24,7 @@ from nbstream.sources.transformers import openmp
 pytestmark = pytest.mark.transformers
 
 PROBE = r"""
-import json, os, sys
+import json, os, sys, time
 import torch
 from nbstream.sources.transformers import openmp
 
@@ -37,6 +37,10 @@ start = threads()
 x.fill_(1)  # a parallel op: the main thread's pool starts (1 more thread)
 with_pool = threads()
 released = openmp.release_pool()
+# the pool's threads leave the runtime's barrier before they exit: wait for the exit
+deadline = time.monotonic() + 30
+while threads() != start and time.monotonic() < deadline:
+    time.sleep(0.01)
 after = threads()
 x.add_(1)  # the pool comes back by itself
 again = threads()
