@@ -156,6 +156,27 @@ def test_a_closed_notebook_tab_stops_the_running_reply(
     assert r["page_errors"] == []
 
 
+@pytest.mark.parametrize("front", ["lab", "notebook7"])
+def test_a_closed_browser_page_stops_the_running_reply(
+        jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str, front: str) -> None:
+    """The chat's browser page closed mid-answer, its kernel left running (tests/browser/
+    page_closed.mjs): the view says a page's bye from `pagehide`, and the kernel stops the
+    reply once no view came back within the page's grace (a reply ran to its end for
+    nobody before). A reload says the same bye and comes back within the grace:
+    test_browser_flow.py's reload tests keep their replies running to the end."""
+    # 4,000 words at 50/s: 80 s, far longer than the scenario; the page's grace made short
+    # here (30 s by default, for a reload to come back on a busy machine)
+    cell = ("from nbstream.widgets import presence\npresence.PAGE_GONE_GRACE = 3.0\n"
+            + _chat_cell(_numbered("p", 4000), rate=50))
+    path = jupyterlab.write_notebook(notebook_name, [cell])
+    r = run_scenario("page_closed", timeout=180, notebook=path, notebook7=front == "notebook7")
+    print(f"\npage closed ({front}): {json.dumps(r)}")
+    assert r["first"]["views"] == 0, r  # the page's bye reached the kernel
+    assert r["first"]["status"] == "running", r  # (and the grace had not passed yet)
+    assert r["reply"]["status"] == "stopped", r["reply"]
+    assert r["reply"]["chars"] > 0
+
+
 def test_a_removed_view_stops_the_running_reply(
         jupyterlab: JupyterLab, run_scenario: RunScenario, notebook_name: str) -> None:
     """The chat's output cleared mid-answer (tests/browser/view_removed.mjs): its view says

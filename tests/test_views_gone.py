@@ -3,7 +3,9 @@
 Views say hello (with their own id) when rendered and bye when removed from the page
 (widgets/presence.py). The last bye starts a grace period; another hello
 within it keeps everything running, as after a re-rendered output. A page that
-reloads or whose messages are lost says nothing: nothing is stopped for it.
+unloads (closed, or reloading) says a page's bye, whose grace is longer (a reload's
+views say hello again within it). A page whose messages are lost says nothing: nothing
+is stopped for it.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from nbstream.widgets import presence
 @pytest.fixture(autouse=True)
 def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(presence, "VIEW_GONE_GRACE", 0.3)
+    monkeypatch.setattr(presence, "PAGE_GONE_GRACE", 1.5)
 
 
 def endless() -> tuple[ChatWidget, threading.Event]:
@@ -91,13 +94,50 @@ def test_no_bye_no_stop_and_a_view_less_widget_runs() -> None:
         w.close()
 
 
+def test_a_pages_bye_waits_the_longer_grace_then_stops() -> None:
+    w, gate = endless()
+    try:
+        view(w, "hello", "a")
+        r = w.send("go")
+        wait_until(lambda: r.text == "first ", 30, "the first piece")
+        send_from_view(w, {"kind": "bye", "view": "a", "leaving": "page"})  # a tab closed
+        with pytest.raises(TimeoutError):  # three times the view's grace: still running
+            r.wait(0.9)
+        assert r.status == "running"
+        wait_until(lambda: r.done, 30, "the stop after the page's grace")
+        assert r.status == "stopped" and r.text == "first "
+    finally:
+        gate.set()
+        w.close()
+
+
+def test_a_reload_keeps_the_reply() -> None:
+    w, gate = endless()
+    try:
+        view(w, "hello", "a")
+        r = w.send("go")
+        wait_until(lambda: r.text == "first ", 30, "the first piece")
+        send_from_view(w, {"kind": "bye", "view": "a", "leaving": "page"})
+        view(w, "hello", "reloaded")  # the reloaded page's view
+        with pytest.raises(TimeoutError):  # longer than the page's grace
+            r.wait(2.5)
+        assert r.status == "running"
+        send_from_view(w, {"kind": "bye", "view": "reloaded", "leaving": "view"})
+        wait_until(lambda: r.done, 30, "the stop after the view's grace")
+        assert r.status == "stopped"
+    finally:
+        gate.set()
+        w.close()
+
+
 def test_bad_view_ids_are_ignored() -> None:
     w, gate = endless()
     try:
         for bad in ({"kind": "bye"}, {"kind": "bye", "view": 3}, {"kind": "bye", "view": ""},
-                    {"kind": "hello", "view": "x" * 1000}):
+                    {"kind": "hello", "view": "x" * 1000},
+                    {"kind": "bye", "view": "a", "leaving": "tab"}):
             send_from_view(w, bad)
-        assert w._ignored.count == 4
+        assert w._ignored.count == 5
     finally:
         gate.set()
         w.close()

@@ -409,7 +409,14 @@ export function mountChat(
     hello: () => send({ kind: "hello", view: viewId }),
     kernel: wm.kernel ?? null,
     session: wm.context?.sessionContext ?? null,
-    goodbye: () => sayBye(),
+    goodbye: (leaving) => {
+      if (leaving === "view") {
+        sayBye();
+      } else if (!saidBye) {
+        send({ kind: "bye", view: viewId, leaving }); // (a reload says hello again)
+      }
+    },
+    page: win,
     commLive: () =>
       backing !== null && typeof backing.comm_live === "boolean" ? backing.comm_live : null,
     now,

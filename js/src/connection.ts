@@ -43,6 +43,11 @@
  *   {@link SILENT_MS} is asked again (a hello; the pump answers at once, whatever
  *   the model is doing), and the rule above decides.
  *
+ * - The page unloading (`pagehide`: its browser tab closed, a Notebook 7 page
+ *   left, or a reload) says a page's bye while the socket is still open (the
+ *   kernel waits longer for such a view: a reload's views come back; presence.py).
+ *   A page restored from the back-forward cache (`pageshow`, persisted) says hello.
+ *
  * A later welcome makes the view live again (a false alarm costs nothing).
  * Runs on the browser's main thread; the timer is injected for tests.
  */
@@ -100,15 +105,30 @@ export interface ConnectionDeps {
   session?: { readonly disposed?: SignalLike<undefined> } | null;
   /**
    * Tells the kernel this view is leaving (a bye): called when the view's notebook
-   * closes, while the kernel can still be told (see {@link Connection}).
+   * closes, while the kernel can still be told (see {@link Connection}), and with
+   * `"page"` when the whole page unloads (closed or reloading).
    */
-  goodbye?(): void;
+  goodbye?(leaving: "view" | "page"): void;
+  /** the view's window, whose `pagehide` and `pageshow` say the page leaves and comes back */
+  page?: PageLike | null;
   /** the widget model's `comm_live`; null where the front end does not say */
   commLive(): boolean | null;
   /** a monotonic clock, ms */
   now(): number;
   /** runs the periodic check; `setInterval` by default */
   interval?: Interval;
+}
+
+/** the part of a `Window` the connection listens to */
+export interface PageLike {
+  addEventListener(
+    type: "pagehide" | "pageshow",
+    listener: (e: { persisted?: boolean }) => void,
+  ): void;
+  removeEventListener(
+    type: "pagehide" | "pageshow",
+    listener: (e: { persisted?: boolean }) => void,
+  ): void;
 }
 
 const DEAD = new Set(["restarting", "autorestarting", "dead", "terminating"]);
@@ -148,6 +168,8 @@ export class Connection {
     k?.connectionStatusChanged?.connect(this.onLink);
     k?.disposed?.connect(this.onDisposed);
     deps.session?.disposed?.connect(this.onClosing);
+    deps.page?.addEventListener("pagehide", this.onPageHide);
+    deps.page?.addEventListener("pageshow", this.onPageShow);
   }
 
   get state(): ConnectionState {
@@ -220,6 +242,8 @@ export class Connection {
     k?.connectionStatusChanged?.disconnect(this.onLink);
     k?.disposed?.disconnect(this.onDisposed);
     this.deps.session?.disposed?.disconnect(this.onClosing);
+    this.deps.page?.removeEventListener("pagehide", this.onPageHide);
+    this.deps.page?.removeEventListener("pageshow", this.onPageShow);
   }
 
   /** its kernel restarted or stopped: nothing will ever bring this widget back */
@@ -275,10 +299,32 @@ export class Connection {
   private readonly onClosing = (): void => {
     if (!this.disposed) {
       try {
-        this.deps.goodbye?.();
+        this.deps.goodbye?.("view");
       } catch {
         // no connection left to say it on
       }
+    }
+  };
+
+  /**
+   * The page unloads (its tab closed, or a reload: the same event). Its socket is
+   * still open here, and what is sent now reaches the kernel (measured: tests/browser/
+   * page_closed.mjs); the kernel gives such a view longer to come back (presence.py).
+   */
+  private readonly onPageHide = (): void => {
+    if (!this.disposed && !this.gone()) {
+      try {
+        this.deps.goodbye?.("page");
+      } catch {
+        // no connection left to say it on
+      }
+    }
+  };
+
+  /** A page restored from the back-forward cache: its views are on it again. */
+  private readonly onPageShow = (e: { persisted?: boolean }): void => {
+    if (e.persisted === true && !this.gone()) {
+      this.hello();
     }
   };
 

@@ -500,13 +500,20 @@ export interface HelloMsg {
 }
 /**
  * View -> kernel: the view `view` was removed from the page (its notebook tab
- * closed, its output cleared). When the widget's last view says bye and no other says
- * hello within `VIEW_GONE_GRACE` seconds, its running replies are stopped: nobody
- * watches them, and a server should not go on generating for nobody.
+ * closed, its output cleared), or, with `leaving` `"page"`, its whole page is going
+ * (a browser tab closed, or reloading: the two cannot be told apart). When the widget's
+ * last view says bye and no other says hello within `VIEW_GONE_GRACE` seconds
+ * (`PAGE_GONE_GRACE` after a page's bye: long enough for a reload to come back), its
+ * running replies are stopped: nobody watches them, and a server should not go on
+ * generating for nobody.
  */
 export interface ByeMsg {
   kind: "bye";
   view: string;
+  /**
+   * `"view"` (the default): the view was removed; `"page"`: its page is unloading
+   */
+  leaving?: "page" | "view";
 }
 /**
  * Kernel -> view, a custom message: the answer to a `HelloMsg`, sent by the

@@ -134,6 +134,76 @@ describe("a notebook closing", () => {
   });
 });
 
+describe("a page unloading", () => {
+  class FakePage {
+    readonly listeners = new Map<string, Set<(e: { persisted?: boolean }) => void>>();
+    addEventListener(type: string, fn: (e: { persisted?: boolean }) => void): void {
+      const set = this.listeners.get(type) ?? new Set();
+      set.add(fn);
+      this.listeners.set(type, set);
+    }
+    removeEventListener(type: string, fn: (e: { persisted?: boolean }) => void): void {
+      this.listeners.get(type)?.delete(fn);
+    }
+    fire(type: string, persisted = false): void {
+      for (const fn of [...(this.listeners.get(type) ?? [])]) {
+        fn({ persisted });
+      }
+    }
+    count(): number {
+      return [...this.listeners.values()].reduce((n, s) => n + s.size, 0);
+    }
+  }
+
+  it("says a page's bye on pagehide, hello when restored from the cache, nothing once disposed", () => {
+    const page = new FakePage();
+    const byes: string[] = [];
+    let hellos = 0;
+    const kernel = new FakeKernel();
+    const c = new Connection({
+      hello: () => {
+        hellos++;
+      },
+      onChange: () => undefined,
+      kernel,
+      goodbye: (leaving) => {
+        byes.push(leaving);
+      },
+      page,
+      commLive: () => true,
+      now: () => 0,
+    });
+    page.fire("pagehide");
+    expect(byes).toEqual(["page"]);
+    page.fire("pageshow", false); // a fresh load's pageshow: the view said hello at render
+    expect(hellos).toBe(0);
+    page.fire("pageshow", true); // back from the back-forward cache
+    expect(hellos).toBe(1);
+    kernel.setStatus("dead"); // a lost kernel: no one to tell
+    page.fire("pagehide");
+    expect(byes).toEqual(["page"]);
+    c.dispose();
+    expect(page.count()).toBe(0);
+  });
+
+  it("a bye that cannot be sent on pagehide is no error", () => {
+    const page = new FakePage();
+    const c = new Connection({
+      hello: () => undefined,
+      onChange: () => undefined,
+      kernel: null,
+      goodbye: () => {
+        throw new Error("Cannot send");
+      },
+      page,
+      commLive: () => null,
+      now: () => 0,
+    });
+    expect(() => page.fire("pagehide")).not.toThrow();
+    c.dispose();
+  });
+});
+
 describe("connection", () => {
   it("a welcome makes the view live; the checks stop", () => {
     const s = setup();

@@ -408,6 +408,23 @@ describe("cleanup", () => {
     expect(slots.size).toBe(0);
   });
 
+  it("says a page's bye when its page unloads (a tab closed or a reload), then its own when removed", () => {
+    const v = mount([message("a")]);
+    const hello = v.model.sent[0] as { view: string };
+    window.dispatchEvent(new Event("pagehide"));
+    expect(v.model.sent.filter((m) => m.kind === "bye")).toEqual([
+      { kind: "bye", view: hello.view, leaving: "page" },
+    ]);
+    v.cleanup();
+    cleanups = [];
+    expect(v.model.sent.filter((m) => m.kind === "bye")).toEqual([
+      { kind: "bye", view: hello.view, leaving: "page" },
+      { kind: "bye", view: hello.view },
+    ]);
+    window.dispatchEvent(new Event("pagehide")); // removed: its listener is gone
+    expect(v.model.sent.filter((m) => m.kind === "bye")).toHaveLength(2);
+  });
+
   it("ignores custom messages that are not deltas", () => {
     const v = mount([message("a")]);
     v.model.custom({ kind: "delta", id: "a", seq: 0, text: "x" });

@@ -546,12 +546,17 @@ class HelloMsg(HelloMsgExtras):
 
 class ByeMsg(TypedDict):
     """View -> kernel: the view ``view`` was removed from the page (its notebook tab
-    closed, its output cleared). When the widget's last view says bye and no other says
-    hello within ``VIEW_GONE_GRACE`` seconds, its running replies are stopped: nobody
-    watches them, and a server should not go on generating for nobody."""
+    closed, its output cleared), or, with ``leaving`` ``"page"``, its whole page is going
+    (a browser tab closed, or reloading: the two cannot be told apart). When the widget's
+    last view says bye and no other says hello within ``VIEW_GONE_GRACE`` seconds
+    (``PAGE_GONE_GRACE`` after a page's bye: long enough for a reload to come back), its
+    running replies are stopped: nobody watches them, and a server should not go on
+    generating for nobody."""
 
     kind: Literal["bye"]
     view: Annotated[str, Meta(min_length=1, max_length=MAX_VIEW_ID)]
+    #: ``"view"`` (the default): the view was removed; ``"page"``: its page is unloading
+    leaving: NotRequired[Literal["view", "page"]]
 
 
 class WelcomeMsg(TypedDict):

@@ -181,7 +181,8 @@ class StreamingWidget(anywidget.AnyWidget):
         self._allowed = AllowList()
         self._pump = get_pump()
         self._channel = self._pump.open_channel(self._wire.send_update, opts.interval)
-        self._views = ViewRoster(_weak_call(self._no_view_left), presence.VIEW_GONE_GRACE)
+        self._views = ViewRoster(_weak_call(self._no_view_left), presence.VIEW_GONE_GRACE,
+                                 presence.PAGE_GONE_GRACE)
         self.on_msg(self._on_view_msg)
 
     # ------------------------------------------------------------- public API
@@ -555,7 +556,7 @@ class StreamingWidget(anywidget.AnyWidget):
                     self._views.hello(msg["view"])
                 self._pump.hello(self._channel)
             elif msg["kind"] == "bye":
-                self._views.bye(msg["view"])
+                self._views.bye(msg["view"], page=msg.get("leaving") == "page")
             elif msg["kind"] == "resync":
                 self._pump.resync(self._channel, msg["id"], msg.get("have", 0))
             elif msg["kind"] == "acks":  # a round of acks, in order: one round for the figures

@@ -15,7 +15,7 @@
 // With { kernel: true } the recorder also samples the notebook's kernel status
 // (busy / idle) from JupyterLab's session context.
 
-import { openNotebook, runCell, runCode } from './lab.mjs';
+import { openNotebook, runCell, runCode, TOKEN, URL_BASE } from './lab.mjs';
 
 /** Start recording; returns { read(), stop() }, both resolving to the record. */
 export async function startRecorder(page, targets, { kernel = false } = {}) {
@@ -312,4 +312,55 @@ export async function answerUnderWay(page, notebook, minChars = 200) {
     { timeout: 60_000, polling: 100 },
   );
   return id;
+}
+
+/**
+ * Runs `code` in the kernel `model` ({ id, name }) through a connection of its own
+ * from `page` (a JupyterLab page: its service manager), and resolves with what it
+ * printed (an error as "Name: value"). For a kernel whose notebook is no longer open.
+ */
+export async function askKernel(page, model, code) {
+  return page.evaluate(
+    async ({ model, code }) => {
+      const k = window.jupyterapp.serviceManager.kernels.connectTo({ model });
+      try {
+        let out = '';
+        const future = k.requestExecute({ code, store_history: false });
+        future.onIOPub = (msg) => {
+          if (msg.header.msg_type === 'stream') out += msg.content.text;
+          if (msg.header.msg_type === 'error') out += `${msg.content.ename}: ${msg.content.evalue}`;
+        };
+        await future.done;
+        return out;
+      } finally {
+        k.dispose();
+      }
+    },
+    { model, code },
+  );
+}
+
+/**
+ * Asks the kernel `model` (through `page`, see askKernel) for the status and length of
+ * `chat.last` every half second until it is no longer running (at most `tries` times);
+ * resolves with the last answer ({ status, chars, views }: `views`, the views the
+ * widget knows of) and how many were asked.
+ */
+export async function lastReplyOnceEnded(page, model, tries = 60) {
+  const code =
+    'import json\nprint(json.dumps({"status": chat.last.status, "chars": len(chat.last.text), "views": len(chat._views._views)}))';
+  const answers = [];
+  for (let i = 0; i < tries; i++) {
+    const out = await askKernel(page, model, code);
+    answers.push(JSON.parse(out.trim().split('\n').at(-1)));
+    if (answers.at(-1).status !== 'running') break;
+    await page.waitForTimeout(500); // (the grace period runs in the kernel)
+  }
+  return { reply: answers.at(-1), first: answers[0], asked: answers.length };
+}
+
+/** A JupyterLab page of an empty workspace of its own (no notebook opened). */
+export async function emptyLab(page, name) {
+  await page.goto(`${URL_BASE}lab/workspaces/${name}?reset&token=${TOKEN}`);
+  await page.waitForFunction(() => Boolean(window.jupyterapp?.serviceManager?.kernels), null, { timeout: 90_000 });
 }

@@ -4,7 +4,7 @@
 // back within the widget's grace period the kernel stops the reply. Then the kernel is
 // asked for the reply's status through a new connection to it (the tab is gone).
 // params: { notebook, min_chars = 200 }
-import { answerUnderWay } from './record.mjs';
+import { answerUnderWay, lastReplyOnceEnded } from './record.mjs';
 import { scenario } from './lab.mjs';
 
 await scenario(async ({ page, params, log }) => {
@@ -24,32 +24,7 @@ await scenario(async ({ page, params, log }) => {
   await page.waitForFunction(() => document.querySelectorAll('.nbs-chat').length === 0, null, { timeout: 30_000 });
   const closedAt = Date.now();
   // the tab is gone: ask the same kernel through a connection of our own
-  const ask = (model, code) =>
-    page.evaluate(
-      async ({ model, code }) => {
-        const k = window.jupyterapp.serviceManager.kernels.connectTo({ model });
-        try {
-          let out = '';
-          const future = k.requestExecute({ code, store_history: false });
-          future.onIOPub = (msg) => {
-            if (msg.header.msg_type === 'stream') out += msg.content.text;
-            if (msg.header.msg_type === 'error') out += `${msg.content.ename}: ${msg.content.evalue}`;
-          };
-          await future.done;
-          return out;
-        } finally {
-          k.dispose();
-        }
-      },
-      { model, code },
-    );
-  let reply = null;
-  for (let i = 0; i < 40; i++) {
-    const out = await ask(kernel, 'import json\nprint(json.dumps({"status": chat.last.status, "chars": len(chat.last.text)}))');
-    reply = JSON.parse(out.trim().split('\n').at(-1));
-    if (reply.status !== 'running') break;
-    await page.waitForTimeout(500); // (the grace period runs in the kernel)
-  }
+  const { reply } = await lastReplyOnceEnded(page, kernel, 40);
   log(`reply ${JSON.stringify(reply)} ${Date.now() - closedAt} ms after the tab closed`);
   return { reply, after_ms: Date.now() - closedAt, page_errors: errors };
 });
