@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 
 import pytest
 from _wait import wait_until
 from _wire import send_from_view
 
-from nbstream import ChatWidget
+from nbstream import ChatWidget, Reply
 from nbstream.core.pieces import ChatMessage
 from nbstream.sources import IteratorSource
 from nbstream.widgets import presence
@@ -29,7 +30,9 @@ def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(presence, "PAGE_GONE_GRACE", 1.5)
 
 
-def endless() -> tuple[ChatWidget, threading.Event]:
+@contextmanager
+def endless() -> Iterator[ChatWidget]:
+    """A chat whose replies say "first " and then wait (until the test ends)."""
     gate = threading.Event()
 
     def gen(_: Sequence[ChatMessage]) -> Iterator[str]:
@@ -37,7 +40,20 @@ def endless() -> tuple[ChatWidget, threading.Event]:
         gate.wait(60)  # released at the end of the test
         yield "never shown"
 
-    return ChatWidget(IteratorSource(gen)), gate
+    w = ChatWidget(IteratorSource(gen))
+    try:
+        yield w
+    finally:
+        gate.set()
+        w.close()
+
+
+def running_reply(w: ChatWidget, view_id: str) -> Reply:
+    """View ``view_id`` says hello, then a reply starts and shows its first piece."""
+    view(w, "hello", view_id)
+    r = w.send("go")
+    wait_until(lambda: r.text == "first ", 30, "the first piece")
+    return r
 
 
 def view(w: ChatWidget, kind: str, view_id: str) -> None:
@@ -45,12 +61,9 @@ def view(w: ChatWidget, kind: str, view_id: str) -> None:
 
 
 def test_the_last_view_gone_stops_the_running_reply() -> None:
-    w, gate = endless()
-    try:
+    with endless() as w:
         view(w, "hello", "a")
-        view(w, "hello", "b")
-        r = w.send("go")
-        wait_until(lambda: r.text == "first ", 30, "the first piece")
+        r = running_reply(w, "b")
         view(w, "bye", "a")  # another view remains
         view(w, "bye", "a")  # (a repeated bye changes nothing)
         with pytest.raises(TimeoutError):  # an absence: watched for three times the grace
@@ -58,65 +71,43 @@ def test_the_last_view_gone_stops_the_running_reply() -> None:
         view(w, "bye", "b")  # the last one
         wait_until(lambda: r.done, 30, "the stop")
         assert r.status == "stopped" and r.text == "first "
-    finally:
-        gate.set()
-        w.close()
 
 
 def test_a_view_back_within_the_grace_keeps_the_reply() -> None:
-    w, gate = endless()
-    try:
-        view(w, "hello", "a")
-        r = w.send("go")
-        wait_until(lambda: r.text == "first ", 30, "the first piece")
+    with endless() as w:
+        r = running_reply(w, "a")
         view(w, "bye", "a")
         view(w, "hello", "c")  # the output re-rendered
         # an absence can only be watched for a while: three times the grace
         with pytest.raises(TimeoutError):
             r.wait(0.9)
         assert r.status == "running"
-    finally:
-        gate.set()
-        w.close()
 
 
 def test_no_bye_no_stop_and_a_view_less_widget_runs() -> None:
-    w, gate = endless()
-    try:
+    with endless() as w:
         r = w.send("go")  # headless: no view ever said hello
         wait_until(lambda: r.text == "first ", 30, "the first piece")
         view(w, "bye", "x")  # a bye from a view never seen is no news
         with pytest.raises(TimeoutError):
             r.wait(0.9)
         assert r.status == "running"
-    finally:
-        gate.set()
-        w.close()
 
 
 def test_a_pages_bye_waits_the_longer_grace_then_stops() -> None:
-    w, gate = endless()
-    try:
-        view(w, "hello", "a")
-        r = w.send("go")
-        wait_until(lambda: r.text == "first ", 30, "the first piece")
+    with endless() as w:
+        r = running_reply(w, "a")
         send_from_view(w, {"kind": "bye", "view": "a", "leaving": "page"})  # a tab closed
         with pytest.raises(TimeoutError):  # three times the view's grace: still running
             r.wait(0.9)
         assert r.status == "running"
         wait_until(lambda: r.done, 30, "the stop after the page's grace")
         assert r.status == "stopped" and r.text == "first "
-    finally:
-        gate.set()
-        w.close()
 
 
 def test_a_reload_keeps_the_reply() -> None:
-    w, gate = endless()
-    try:
-        view(w, "hello", "a")
-        r = w.send("go")
-        wait_until(lambda: r.text == "first ", 30, "the first piece")
+    with endless() as w:
+        r = running_reply(w, "a")
         send_from_view(w, {"kind": "bye", "view": "a", "leaving": "page"})
         view(w, "hello", "reloaded")  # the reloaded page's view
         with pytest.raises(TimeoutError):  # longer than the page's grace
@@ -125,19 +116,12 @@ def test_a_reload_keeps_the_reply() -> None:
         send_from_view(w, {"kind": "bye", "view": "reloaded", "leaving": "view"})
         wait_until(lambda: r.done, 30, "the stop after the view's grace")
         assert r.status == "stopped"
-    finally:
-        gate.set()
-        w.close()
 
 
 def test_bad_view_ids_are_ignored() -> None:
-    w, gate = endless()
-    try:
+    with endless() as w:
         for bad in ({"kind": "bye"}, {"kind": "bye", "view": 3}, {"kind": "bye", "view": ""},
                     {"kind": "hello", "view": "x" * 1000},
                     {"kind": "bye", "view": "a", "leaving": "tab"}):
             send_from_view(w, bad)
         assert w._ignored.count == 5
-    finally:
-        gate.set()
-        w.close()
