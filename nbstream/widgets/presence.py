@@ -48,7 +48,7 @@ class ViewRoster:
                  page_grace: float | None = None) -> None:
         self._on_gone = on_gone
         self._grace = grace
-        self._page_grace = max(grace, page_grace if page_grace is not None else grace)
+        self._page_grace = grace if page_grace is None else page_grace
         self._lock = threading.Lock()
         self._views: set[str] = set()
         self._timer: threading.Timer | None = None
