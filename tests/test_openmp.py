@@ -40,7 +40,7 @@ released = openmp.release_pool()
 # the pool's threads leave the runtime's barrier before they exit: wait for the exit
 deadline = time.monotonic() + 30
 while threads() != start and time.monotonic() < deadline:
-    time.sleep(0.01)
+    time.sleep(0.01)  # a poll: a thread's exit has no event to wait on here
 after = threads()
 x.add_(1)  # the pool comes back by itself
 again = threads()
