@@ -11,7 +11,7 @@
 //                        math, code, `&hellip;` and a bare URL, answered; cell 2: a
 //                        chat whose reply called a tool, answered)
 // Screenshots: <artifact>-live.png, <artifact>-reopened.png
-import { openNotebook, runCell, scenario, screenshot, TOKEN, URL_BASE } from './lab.mjs';
+import { openNotebook, runCell, scenario, screenshot, shutDownAll, URL_BASE } from './lab.mjs';
 import { saveNotebook, waitAllFinal } from './record.mjs';
 
 /** What chat `index` shows of math and code, and the chunks the page imported. */
@@ -46,11 +46,6 @@ function rendered(index) {
 
 const CARD_DONE = () =>
   document.querySelectorAll('.nbs-chat')[2]?.querySelector('.nbs-tool[data-state="done"] .nbs-tool-text');
-
-async function api(method, path) {
-  const res = await fetch(`${URL_BASE}${path}`, { method, headers: { Authorization: `token ${TOKEN}` } });
-  return res.status === 204 || !res.ok ? null : res.json().catch(() => null);
-}
 
 await scenario(async ({ page, params, log }) => {
   const outside = [];
@@ -93,8 +88,7 @@ await scenario(async ({ page, params, log }) => {
 
   // saved with widget state, reopened with no kernel: rendered from the saved chunks
   await saveNotebook(page);
-  for (const s of (await api('GET', 'api/sessions')) ?? []) await api('DELETE', `api/sessions/${s.id}`);
-  for (const k of (await api('GET', 'api/kernels')) ?? []) await api('DELETE', `api/kernels/${k.id}`);
+  await shutDownAll({ lenient: true });
   await openNotebook(page, params.notebook);
   await page.waitForFunction(
     () => {

@@ -6,13 +6,7 @@
 // params: { notebook }
 // Screenshots: <artifact>-live.png, <artifact>.png (reopened)
 import { assistantTexts, kernelJson, saveNotebook, waitAllFinal } from './record.mjs';
-import { openNotebook, runAllCells, scenario, TOKEN, URL_BASE } from './lab.mjs';
-
-async function api(method, path) {
-  const res = await fetch(`${URL_BASE}${path}`, { method, headers: { Authorization: `token ${TOKEN}` } });
-  if (!res.ok && res.status !== 404) throw new Error(`${method} ${path}: ${res.status}`);
-  return res.status === 204 ? null : res.json().catch(() => null);
-}
+import { api, openNotebook, runAllCells, scenario, shutDownAll } from './lab.mjs';
 
 await scenario(async ({ page, params, screenshot }) => {
   await openNotebook(page, params.notebook);
@@ -31,8 +25,7 @@ await scenario(async ({ page, params, screenshot }) => {
   });
 
   // no kernel holds the widget any more
-  for (const s of (await api('GET', 'api/sessions')) ?? []) await api('DELETE', `api/sessions/${s.id}`);
-  for (const k of (await api('GET', 'api/kernels')) ?? []) await api('DELETE', `api/kernels/${k.id}`);
+  await shutDownAll();
   const kernelsAfterShutdown = ((await api('GET', 'api/kernels')) ?? []).length;
 
   await openNotebook(page, params.notebook);

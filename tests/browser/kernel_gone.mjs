@@ -6,13 +6,7 @@
 // params: { notebook, how: "restart" | "shutdown" | "reopen", min_chars = 200, notebook7 }
 // Screenshots: <artifact>-gone.png
 import { saveNotebook, waitForAssistants } from './record.mjs';
-import { openNotebook, runCell, runFirstCellInNotebook7, scenario, TOKEN, URL_BASE } from './lab.mjs';
-
-async function api(method, path) {
-  const res = await fetch(`${URL_BASE}${path}`, { method, headers: { Authorization: `token ${TOKEN}` } });
-  if (!res.ok && res.status !== 404) throw new Error(`${method} ${path}: ${res.status}`);
-  return res.status === 204 ? null : res.json().catch(() => null);
-}
+import { api, kernelOfNotebook, openNotebook, runCell, runFirstCellInNotebook7, scenario, shutDownAll } from './lab.mjs';
 
 /** What the page shows of the first chat and its first answer. */
 async function shown(page) {
@@ -57,8 +51,7 @@ await scenario(async ({ page, params, screenshot, log }) => {
   let before = live.chars;
   const t0 = Date.now();
   // through the server's REST API, as another tab or `jupyter` would (any front end)
-  const kernelId = ((await api('GET', 'api/sessions')) ?? []).find((x) => x.path === params.notebook)?.kernel?.id;
-  if (!kernelId) throw new Error('no kernel for the notebook');
+  const { id: kernelId } = await kernelOfNotebook(params.notebook);
   if (how === 'restart') {
     await api('POST', `api/kernels/${kernelId}/restart`);
   } else if (how === 'shutdown') {
@@ -66,8 +59,7 @@ await scenario(async ({ page, params, screenshot, log }) => {
   } else if (how === 'reopen') {
     before = (await shown(page)).chars; // (the saved state holds at least this)
     await saveNotebook(page); // mid-stream, with widget state (the test turned saveState on)
-    for (const s of (await api('GET', 'api/sessions')) ?? []) await api('DELETE', `api/sessions/${s.id}`);
-    for (const k of (await api('GET', 'api/kernels')) ?? []) await api('DELETE', `api/kernels/${k.id}`);
+    await shutDownAll();
     await openNotebook(page, params.notebook);
     await page.waitForSelector('.nbs-chat .nbs-message[data-role="assistant"]', { timeout: 30_000 });
   } else {

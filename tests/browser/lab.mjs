@@ -142,6 +142,31 @@ export async function waitForKernelIdle(page, { timeout = 60_000 } = {}) {
   );
 }
 
+/**
+ * A request to the server's REST API (`path` relative to its base URL), resolving with
+ * the JSON body (null for 204). By default a failure other than 404 throws; `lenient`
+ * resolves null for any failure instead (for clean-ups).
+ */
+export async function api(method, path, { lenient = false } = {}) {
+  const res = await fetch(`${URL_BASE}${path}`, { method, headers: { Authorization: `token ${TOKEN}` } });
+  if (lenient && !res.ok) return null;
+  if (!res.ok && res.status !== 404) throw new Error(`${method} ${path}: ${res.status}`);
+  return res.status === 204 ? null : res.json().catch(() => null);
+}
+
+/** Shuts down every session and kernel of the server (`lenient`: see api). */
+export async function shutDownAll({ lenient = false } = {}) {
+  for (const s of (await api('GET', 'api/sessions', { lenient })) ?? []) await api('DELETE', `api/sessions/${s.id}`, { lenient });
+  for (const k of (await api('GET', 'api/kernels', { lenient })) ?? []) await api('DELETE', `api/kernels/${k.id}`, { lenient });
+}
+
+/** The kernel ({ id, name }) of the server's session of `notebookPath`; throws if none. */
+export async function kernelOfNotebook(notebookPath) {
+  const kernel = ((await api('GET', 'api/sessions')) ?? []).find((s) => s.path === notebookPath)?.kernel;
+  if (!kernel) throw new Error(`no kernel for ${notebookPath}`);
+  return { id: kernel.id, name: kernel.name };
+}
+
 /** Wait until the server says the kernel of `notebookPath`'s session is idle (any front end). */
 export async function waitForSessionIdle(page, notebookPath, { timeout = 60_000 } = {}) {
   await pollWithKernelDialog(

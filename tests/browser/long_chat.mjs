@@ -13,7 +13,7 @@
 //           down, open it again and show the chat from the saved state: copy all there }
 // Screenshots: <artifact>-end.png, <artifact>-search.png
 import { SEL, waitForChat } from './chat.mjs';
-import { openNotebook, runAllCells, scenario, screenshot, TOKEN, typeInto, URL_BASE } from './lab.mjs';
+import { openNotebook, runAllCells, scenario, screenshot, shutDownAll, typeInto } from './lab.mjs';
 import { saveNotebook, watchLongTasks } from './record.mjs';
 
 // Runs in the page before its scripts: the first frame that shows the chat's
@@ -202,16 +202,10 @@ async function searchOutputs(page, needle) {
   return { ...found, screenshot: shot, rendered_after_text: after };
 }
 
-async function api(method, path) {
-  const res = await fetch(`${URL_BASE}${path}`, { method, headers: { Authorization: `token ${TOKEN}` } });
-  return res.status === 204 || !res.ok ? null : res.json().catch(() => null);
-}
-
 /** The chat shown from the state saved in the notebook, with no kernel holding it. */
 async function reopened(page, params, log) {
   await saveNotebook(page);
-  for (const s of (await api('GET', 'api/sessions')) ?? []) await api('DELETE', `api/sessions/${s.id}`);
-  for (const k of (await api('GET', 'api/kernels')) ?? []) await api('DELETE', `api/kernels/${k.id}`);
+  await shutDownAll({ lenient: true });
   await openNotebook(page, params.notebook);
   await waitForChat(page, { timeout: 90_000 });
   await page.waitForFunction((n) => document.querySelectorAll('.nbs-chat .nbs-message').length >= n, params.count, { timeout: 90_000 });

@@ -7,30 +7,18 @@
 // JupyterLab of an empty workspace, opened before the close (one that restored the
 // notebook would show the chat again: a view, a hello).
 // params: { notebook, notebook7 = false, min_chars = 200 }
-import { answerUnderWay, emptyLab, lastReplyOnceEnded } from './record.mjs';
-import { runFirstCellInNotebook7, scenario, TOKEN, URL_BASE } from './lab.mjs';
-
-/** The id of the kernel of the session of `notebook` (the server's REST API). */
-async function kernelOf(notebook) {
-  const res = await fetch(`${URL_BASE}api/sessions`, { headers: { Authorization: `token ${TOKEN}` } });
-  const session = (await res.json()).find((s) => s.path === notebook);
-  if (!session) throw new Error(`no session for ${notebook}`);
-  return { id: session.kernel.id, name: session.kernel.name };
-}
+import { answerShows, answerUnderWay, emptyLab, lastReplyOnceEnded } from './record.mjs';
+import { kernelOfNotebook, runFirstCellInNotebook7, scenario } from './lab.mjs';
 
 await scenario(async ({ page, params, log }) => {
   const minChars = params.min_chars ?? 200;
   if (params.notebook7) {
     await runFirstCellInNotebook7(page, params.notebook, page.locator('.nbs-message[data-role="assistant"]'));
-    await page.waitForFunction(
-      (n) => (document.querySelector('.nbs-message[data-role="assistant"] .nbs-text')?.textContent.length ?? 0) >= n,
-      minChars,
-      { timeout: 60_000, polling: 100 },
-    );
+    await answerShows(page, minChars);
   } else {
     await answerUnderWay(page, params.notebook, minChars);
   }
-  const kernel = await kernelOf(params.notebook);
+  const kernel = await kernelOfNotebook(params.notebook);
   const asker = await page.context().newPage();
   await emptyLab(asker, `asker-${process.pid}`);
   // closed as a browser closes a tab: unload handlers run (pagehide), beforeunload's

@@ -306,12 +306,17 @@ export async function answerUnderWay(page, notebook, minChars = 200) {
   await openNotebook(page, notebook);
   await runCell(page, 0);
   const [id] = await waitForAssistants(page, { index: 0, n: 1 });
+  await answerShows(page, minChars);
+  return id;
+}
+
+/** Waits until the page's first assistant message shows at least `minChars` characters. */
+export async function answerShows(page, minChars) {
   await page.waitForFunction(
     (n) => (document.querySelector('.nbs-message[data-role="assistant"] .nbs-text')?.textContent.length ?? 0) >= n,
     minChars,
     { timeout: 60_000, polling: 100 },
   );
-  return id;
 }
 
 /**
